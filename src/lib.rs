@@ -6,8 +6,8 @@
 #![deny(unsafe_code)]
 
 pub mod abi;
-pub mod sys;
 pub mod core;
-pub mod util;
-pub mod prov;
 pub mod ffi;
+pub mod prov;
+pub mod sys;
+pub mod util;

@@ -1,1 +1,8 @@
-//! placeholder
+//! Platform: system calls and raw memory, behind safe interfaces. One of the few places where
+//! `unsafe` is allowed; every block says why it is sound.
+#![allow(unsafe_code)]
+
+pub mod mem;
+pub mod os;
+pub mod poll;
+pub mod random;

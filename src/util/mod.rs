@@ -1,1 +1,16 @@
-//! placeholder
+//! Object machinery every provider reuses: completion and event queues, counters, address
+//! vectors, memory registration, wait objects, and the traits a provider implements.
+//!
+//! `util` knows no provider and no C entry point.
+
+pub mod atomic;
+pub mod av;
+pub mod cntr;
+pub mod cq;
+pub mod ep;
+pub mod eq;
+pub mod mr;
+pub mod provider;
+pub mod wait;
+
+pub use provider::{Bind, Domain, Endpoint, Fabric, Progress, Provider};

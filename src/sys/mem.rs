@@ -1,0 +1,271 @@
+//! Application memory named by libfabric calls.
+//!
+//! A buffer handed to `fi_send`, `fi_recv`, `fi_read`, an MR region, a CQ `buf`... belongs to the
+//! application, which promises (fi_msg(3), fi_rma(3), fi_mr(3)) to keep it valid and not to
+//! touch it until the operation completes or the region is closed. An [`IoVec`] carries that
+//! promise: it is created only by `unsafe fn new` (in the C entry points, which are where the
+//! promise is made) and from then on its copying methods are safe and bounds-checked. Providers
+//! never see raw pointers.
+
+use core::ptr;
+
+/// One piece of application memory; same layout as `struct iovec`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoVec {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: an IoVec is a promise about memory the application keeps valid for the operation; the
+// library may touch that memory from whichever thread drives progress (FI_THREAD_SAFE).
+unsafe impl Send for IoVec {}
+// SAFETY: as above; shared access only copies in or out, never hands out references.
+unsafe impl Sync for IoVec {}
+
+impl Default for IoVec {
+    fn default() -> Self {
+        IoVec::EMPTY
+    }
+}
+
+impl IoVec {
+    pub const EMPTY: IoVec = IoVec {
+        base: ptr::null_mut(),
+        len: 0,
+    };
+
+    /// # Safety
+    /// `base..base+len` must be valid for reads and writes (reads only, if only read methods are
+    /// used) for as long as this value or any copy or sub-range of it is used: the libfabric
+    /// contract for the call that named the memory. `len` may be 0 with any `base`.
+    pub unsafe fn new(base: *mut u8, len: usize) -> IoVec {
+        if len == 0 {
+            IoVec::EMPTY
+        } else {
+            IoVec { base, len }
+        }
+    }
+
+    /// Memory owned by the library itself (a bounce buffer, a test buffer).
+    pub fn from_mut_slice(s: &'static mut [u8]) -> IoVec {
+        IoVec {
+            base: s.as_mut_ptr(),
+            len: s.len(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The address, as the application sees it (FI_MR_VIRT_ADDR keys, CQ `buf` fields).
+    pub fn addr(&self) -> usize {
+        self.base as usize
+    }
+
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// The sub-range `[off, off+len)`, or None if it does not fit.
+    pub fn sub(&self, off: usize, len: usize) -> Option<IoVec> {
+        let end = off.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        if len == 0 {
+            return Some(IoVec::EMPTY);
+        }
+        // The range was checked to lie inside `self`, which carries the validity promise.
+        Some(IoVec {
+            base: self.base.wrapping_add(off),
+            len,
+        })
+    }
+
+    /// Copies `dst.len()` bytes starting at `off` out of this memory. Returns false (and copies
+    /// nothing) if the range is out of bounds.
+    pub fn read_at(&self, off: usize, dst: &mut [u8]) -> bool {
+        match off.checked_add(dst.len()) {
+            Some(end) if end <= self.len => {}
+            _ => return false,
+        }
+        if !dst.is_empty() {
+            // SAFETY: the range is in bounds of memory valid for reads (constructor contract);
+            // `dst` is a distinct Rust buffer, so the two cannot overlap.
+            unsafe { ptr::copy_nonoverlapping(self.base.add(off), dst.as_mut_ptr(), dst.len()) };
+        }
+        true
+    }
+
+    /// Copies `src` into this memory at `off`. Returns false (and copies nothing) if out of bounds.
+    pub fn write_at(&self, off: usize, src: &[u8]) -> bool {
+        match off.checked_add(src.len()) {
+            Some(end) if end <= self.len => {}
+            _ => return false,
+        }
+        if !src.is_empty() {
+            // SAFETY: the range is in bounds of memory valid for writes (constructor contract);
+            // `src` is a Rust buffer, distinct from application memory we were handed.
+            unsafe { ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(off), src.len()) };
+        }
+        true
+    }
+
+    /// Copies `len` bytes from `src` at `src_off` into this memory at `off` (memmove semantics,
+    /// since both may be application memory). Returns false if either range is out of bounds.
+    pub fn copy_from(&self, off: usize, src: &IoVec, src_off: usize, len: usize) -> bool {
+        let (Some(d), Some(s)) = (self.sub(off, len), src.sub(src_off, len)) else {
+            return false;
+        };
+        if len != 0 {
+            // SAFETY: both ranges were bounds-checked against memory valid for the operation;
+            // `ptr::copy` tolerates overlap.
+            unsafe { ptr::copy(s.base, d.base, len) };
+        }
+        true
+    }
+
+    /// Runs `f` over the bytes of this memory. The slice must not escape `f`; the application
+    /// promised not to modify the memory while the operation is pending.
+    pub fn with_slice<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        if self.len == 0 {
+            return f(&[]);
+        }
+        // SAFETY: valid for reads for `len` bytes (constructor contract); the slice lives only for
+        // the duration of `f`.
+        let s = unsafe { core::slice::from_raw_parts(self.base, self.len) };
+        f(s)
+    }
+
+    /// Runs `f` over the bytes of this memory, mutably (used to apply atomics and to receive into
+    /// application buffers in place).
+    pub fn with_mut_slice<R>(&self, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        if self.len == 0 {
+            return f(&mut []);
+        }
+        // SAFETY: valid for reads and writes for `len` bytes (constructor contract); the library
+        // holds at most one such view at a time per operation, for the duration of `f`.
+        let s = unsafe { core::slice::from_raw_parts_mut(self.base, self.len) };
+        f(s)
+    }
+}
+
+/// Total length of an iovec list.
+pub fn iov_len(iov: &[IoVec]) -> usize {
+    iov.iter().map(|v| v.len).sum()
+}
+
+/// Copies bytes of the list, starting at logical offset `off`, into `dst`; returns bytes copied.
+pub fn gather(iov: &[IoVec], mut off: usize, dst: &mut [u8]) -> usize {
+    let mut done = 0;
+    for v in iov {
+        if done == dst.len() {
+            break;
+        }
+        if off >= v.len {
+            off -= v.len;
+            continue;
+        }
+        let n = (v.len - off).min(dst.len() - done);
+        v.read_at(off, &mut dst[done..done + n]);
+        done += n;
+        off = 0;
+    }
+    done
+}
+
+/// Copies `src` into the list starting at logical offset `off`; returns bytes copied (less than
+/// `src.len()` if the list is too short).
+pub fn scatter(iov: &[IoVec], mut off: usize, src: &[u8]) -> usize {
+    let mut done = 0;
+    for v in iov {
+        if done == src.len() {
+            break;
+        }
+        if off >= v.len {
+            off -= v.len;
+            continue;
+        }
+        let n = (v.len - off).min(src.len() - done);
+        v.write_at(off, &src[done..done + n]);
+        done += n;
+        off = 0;
+    }
+    done
+}
+
+/// Copies `len` bytes from list `src` (from offset `src_off`) to list `dst` (from `dst_off`);
+/// returns bytes copied (stops at the end of either list).
+pub fn copy_iov(
+    dst: &[IoVec],
+    mut dst_off: usize,
+    src: &[IoVec],
+    mut src_off: usize,
+    len: usize,
+) -> usize {
+    let mut done = 0;
+    let (mut di, mut si) = (0, 0);
+    while done < len && di < dst.len() && si < src.len() {
+        let (d, s) = (&dst[di], &src[si]);
+        if dst_off >= d.len {
+            dst_off -= d.len;
+            di += 1;
+            continue;
+        }
+        if src_off >= s.len {
+            src_off -= s.len;
+            si += 1;
+            continue;
+        }
+        let n = (d.len - dst_off).min(s.len - src_off).min(len - done);
+        d.copy_from(dst_off, s, src_off, n);
+        done += n;
+        dst_off += n;
+        src_off += n;
+    }
+    done
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leak(n: usize, fill: u8) -> IoVec {
+        IoVec::from_mut_slice(Box::leak(vec![fill; n].into_boxed_slice()))
+    }
+
+    #[test]
+    fn bounds_are_checked() {
+        let v = leak(16, 0);
+        assert!(v.write_at(12, &[1, 2, 3, 4]));
+        assert!(!v.write_at(13, &[1, 2, 3, 4]));
+        assert!(!v.write_at(usize::MAX, &[1]));
+        let mut out = [0u8; 4];
+        assert!(v.read_at(12, &mut out));
+        assert_eq!(out, [1, 2, 3, 4]);
+        assert!(v.sub(16, 0).is_some());
+        assert!(v.sub(16, 1).is_none());
+        assert!(v.sub(usize::MAX, 2).is_none());
+    }
+
+    #[test]
+    fn scatter_gather_across_pieces() {
+        let iov = [leak(3, 0), leak(0, 0), leak(5, 0)];
+        assert_eq!(iov_len(&iov), 8);
+        assert_eq!(scatter(&iov, 1, &[1, 2, 3, 4, 5, 6, 7, 8]), 7);
+        let mut out = [0u8; 8];
+        assert_eq!(gather(&iov, 0, &mut out), 8);
+        assert_eq!(out, [0, 1, 2, 3, 4, 5, 6, 7]);
+        let dst = [leak(2, 0), leak(6, 0)];
+        assert_eq!(copy_iov(&dst, 0, &iov, 2, 6), 6);
+        let mut out = [0u8; 8];
+        gather(&dst, 0, &mut out);
+        assert_eq!(out, [2, 3, 4, 5, 6, 7, 0, 0]);
+    }
+}

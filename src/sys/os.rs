@@ -1,0 +1,46 @@
+//! Small process-level OS services.
+
+use std::ffi::CString;
+
+/// The C library's text for an `errno` value.
+pub fn errno_text(errnum: i32) -> CString {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its whole length; the XSI `strerror_r` (what the libc crate
+    // binds) writes a NUL-terminated string of at most `buf.len()` bytes into it.
+    let r = unsafe { libc::strerror_r(errnum, buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    if r != 0 || end == 0 {
+        return CString::new(format!("Unknown error {errnum}")).unwrap_or_default();
+    }
+    CString::new(&buf[..end]).unwrap_or_default()
+}
+
+/// This process's id.
+pub fn pid() -> u32 {
+    std::process::id()
+}
+
+/// Whether process `pid` exists (signal 0 probe; EPERM means it exists under another user).
+pub fn process_alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 performs only the existence and permission check.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// The real user id.
+pub fn uid() -> u32 {
+    // SAFETY: getuid cannot fail and has no preconditions.
+    unsafe { libc::getuid() }
+}
+
+/// The host name, for `FI_ADDR_STR`-style names and logs.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is writable for its whole length; gethostname NUL-terminates on success.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return String::from("localhost");
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}

@@ -1,0 +1,141 @@
+//! Waiting on file descriptors: eventfd, epoll, poll.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::core::{Errno, Result};
+
+/// Blocks until one of `fds` is readable or `timeout_ms` passes (negative: forever). With no fds,
+/// sleeps for the timeout (at most 1 ms when negative, so callers keep polling).
+pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) {
+    if fds.is_empty() {
+        let ms = if timeout_ms < 0 { 1 } else { timeout_ms.min(1) } as u64;
+        std::thread::sleep(std::time::Duration::from_micros(ms * 1000 / 4 + 50));
+        return;
+    }
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structs that poll may write into.
+    unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+}
+
+/// A Linux eventfd used as a level-triggered doorbell.
+#[derive(Debug)]
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> Result<EventFd> {
+        // SAFETY: eventfd has no memory preconditions; the result is checked before use.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(Errno::last_os());
+        }
+        // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Makes the fd readable.
+    pub fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writes 8 bytes from a valid u64 to our own eventfd; failure (counter
+        // saturated) leaves it readable anyway.
+        unsafe { libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8) };
+    }
+
+    /// Makes the fd unreadable again; returns whether it was signalled.
+    pub fn drain(&self) -> bool {
+        let mut v: u64 = 0;
+        // SAFETY: reads at most 8 bytes into a valid u64 from our own nonblocking eventfd.
+        let r = unsafe { libc::read(self.0.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        r == 8
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// An epoll set: its own fd is readable when any member is (what `FI_GETWAIT` hands out).
+#[derive(Debug)]
+pub struct Epoll(OwnedFd);
+
+impl Epoll {
+    pub fn new() -> Result<Epoll> {
+        // SAFETY: no memory preconditions; the result is checked.
+        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+        if fd < 0 {
+            return Err(Errno::last_os());
+        }
+        // SAFETY: `fd` is a freshly created descriptor that nothing else owns.
+        Ok(Epoll(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Adds `fd` for readability; adding twice is not an error.
+    pub fn add(&self, fd: RawFd) -> Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
+        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+        let r = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
+        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
+            return Err(Errno::last_os());
+        }
+        Ok(())
+    }
+
+    pub fn remove(&self, fd: RawFd) {
+        // SAFETY: EPOLL_CTL_DEL ignores the event pointer on current kernels; a null is allowed.
+        unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+
+    /// Waits until a member is readable; returns whether one was.
+    pub fn wait(&self, timeout_ms: i32) -> bool {
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 8];
+        // SAFETY: `ev` is a valid array of 8 events for the kernel to fill.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                ev.as_mut_ptr(),
+                ev.len() as i32,
+                timeout_ms,
+            )
+        };
+        n > 0
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eventfd_in_epoll() {
+        let e = EventFd::new().unwrap();
+        let p = Epoll::new().unwrap();
+        p.add(e.raw()).unwrap();
+        p.add(e.raw()).unwrap();
+        assert!(!p.wait(0));
+        e.signal();
+        assert!(p.wait(0));
+        assert!(e.drain());
+        assert!(!p.wait(0));
+        assert!(!e.drain());
+    }
+}

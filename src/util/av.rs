@@ -1,0 +1,240 @@
+//! Address vectors (fi_av(3)): a table from `fi_addr_t` to provider addresses, with the reverse
+//! map that `FI_SOURCE` needs. The provider supplies the address format through [`AddrCodec`].
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+
+/// How a provider's addresses look.
+pub trait AddrCodec: Send + Sync {
+    fn addr_format(&self) -> u32;
+
+    /// Bytes of one address in `fi_av_insert`'s packed array; `None` for `FI_ADDR_STR`, whose
+    /// addresses are NUL-terminated strings packed one after another.
+    fn addrlen(&self) -> Option<usize>;
+
+    /// Checks an address and returns the form stored in the AV (used as the reverse-map key).
+    fn canonical(&self, addr: &[u8]) -> Result<Vec<u8>>;
+
+    /// `fi_av_straddr` text.
+    fn straddr(&self, addr: &[u8]) -> String;
+
+    /// `fi_av_insertsvc`/`insertsym`: the address of `node`/`service`.
+    fn resolve(&self, _node: &str, _service: &str) -> Result<Vec<u8>> {
+        Err(Errno::NOSYS)
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AvAttr {
+    pub type_: u32,
+    pub count: usize,
+    pub flags: u64,
+    pub name: Option<String>,
+    pub ep_per_node: usize,
+    pub rx_ctx_bits: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    addr: Arc<[u8]>,
+    /// What completions report as the source (`FI_AV_USER_ID`), else the fi_addr itself.
+    user_id: u64,
+}
+
+#[derive(Default)]
+struct Table {
+    entries: Vec<Option<Entry>>,
+    free: Vec<usize>,
+    reverse: HashMap<Arc<[u8]>, u64>,
+}
+
+pub struct Av {
+    attr: AvAttr,
+    codec: Arc<dyn AddrCodec>,
+    table: RwLock<Table>,
+}
+
+impl std::fmt::Debug for Av {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Av")
+            .field("attr", &self.attr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Av {
+    /// fi_av_open(3). `FI_AV_UNSPEC` becomes `FI_AV_TABLE`.
+    pub fn new(attr: &AvAttr, codec: Arc<dyn AddrCodec>) -> Result<Arc<Av>> {
+        let mut attr = attr.clone();
+        match attr.type_ {
+            FI_AV_UNSPEC => attr.type_ = FI_AV_TABLE,
+            FI_AV_MAP | FI_AV_TABLE => {}
+            _ => return Err(Errno::INVAL),
+        }
+        if attr.rx_ctx_bits != 0 {
+            return Err(Errno::NOSYS);
+        }
+        if attr.name.is_some() {
+            // Named (shared) AVs are not offered.
+            return Err(Errno::NOSYS);
+        }
+        let allowed = FI_EVENT | FI_READ | FI_SYMMETRIC;
+        if attr.flags & !allowed != 0 {
+            return Err(Errno::BADFLAGS);
+        }
+        if attr.flags & FI_EVENT != 0 {
+            // Asynchronous inserts need an EQ; this library inserts synchronously.
+            return Err(Errno::NOSYS);
+        }
+        Ok(Arc::new(Av {
+            attr,
+            codec,
+            table: RwLock::new(Table::default()),
+        }))
+    }
+
+    pub fn attr(&self) -> &AvAttr {
+        &self.attr
+    }
+
+    pub fn codec(&self) -> &Arc<dyn AddrCodec> {
+        &self.codec
+    }
+
+    /// Inserts one address; an address already present gets its existing `fi_addr` back.
+    pub fn insert(&self, addr: &[u8], user_id: Option<u64>) -> Result<u64> {
+        let key: Arc<[u8]> = self.codec.canonical(addr)?.into();
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(&fi) = t.reverse.get(&key) {
+            if let Some(uid) = user_id
+                && let Some(Some(e)) = t.entries.get_mut(fi as usize)
+            {
+                e.user_id = uid;
+            }
+            return Ok(fi);
+        }
+        let idx = match t.free.pop() {
+            Some(i) => i,
+            None => {
+                t.entries.push(None);
+                t.entries.len() - 1
+            }
+        };
+        let fi = idx as u64;
+        t.entries[idx] = Some(Entry {
+            addr: key.clone(),
+            user_id: user_id.unwrap_or(fi),
+        });
+        t.reverse.insert(key, fi);
+        Ok(fi)
+    }
+
+    pub fn remove(&self, fi_addr: u64) -> Result<()> {
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        let idx = usize::try_from(fi_addr).map_err(|_| Errno::INVAL)?;
+        let Some(slot) = t.entries.get_mut(idx) else {
+            return Err(Errno::INVAL);
+        };
+        let Some(e) = slot.take() else {
+            return Err(Errno::INVAL);
+        };
+        t.reverse.remove(&e.addr);
+        t.free.push(idx);
+        Ok(())
+    }
+
+    /// The address stored at `fi_addr`.
+    pub fn lookup(&self, fi_addr: u64) -> Result<Arc<[u8]>> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        let idx = usize::try_from(fi_addr).map_err(|_| Errno::INVAL)?;
+        match t.entries.get(idx) {
+            Some(Some(e)) => Ok(e.addr.clone()),
+            _ => Err(Errno::INVAL),
+        }
+    }
+
+    /// The `fi_addr` of an address (for `FI_SOURCE`), if inserted.
+    pub fn reverse(&self, addr: &[u8]) -> Option<u64> {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.reverse.get(addr).copied()
+    }
+
+    /// What a completion reports as the source of `fi_addr` (its user id, if one was set).
+    pub fn source_id(&self, fi_addr: u64) -> u64 {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        match t.entries.get(fi_addr as usize) {
+            Some(Some(e)) => e.user_id,
+            _ => FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    /// fi_av_set_user_id(3).
+    pub fn set_user_id(&self, fi_addr: u64, user_id: u64) -> Result<()> {
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        match t.entries.get_mut(fi_addr as usize) {
+            Some(Some(e)) => {
+                e.user_id = user_id;
+                Ok(())
+            }
+            _ => Err(Errno::INVAL),
+        }
+    }
+
+    /// Number of live entries.
+    pub fn len(&self) -> usize {
+        let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+        t.entries.len() - t.free.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixed;
+    impl AddrCodec for Fixed {
+        fn addr_format(&self) -> u32 {
+            FI_ADDR_EFA
+        }
+        fn addrlen(&self) -> Option<usize> {
+            Some(4)
+        }
+        fn canonical(&self, a: &[u8]) -> Result<Vec<u8>> {
+            if a.len() == 4 {
+                Ok(a.to_vec())
+            } else {
+                Err(Errno::INVAL)
+            }
+        }
+        fn straddr(&self, a: &[u8]) -> String {
+            format!("{a:?}")
+        }
+    }
+
+    #[test]
+    fn insert_lookup_remove_reuse() {
+        let av = Av::new(&AvAttr::default(), Arc::new(Fixed)).unwrap();
+        assert_eq!(av.attr().type_, FI_AV_TABLE);
+        let a = av.insert(&[1, 2, 3, 4], None).unwrap();
+        let b = av.insert(&[5, 6, 7, 8], Some(77)).unwrap();
+        assert_eq!((a, b), (0, 1));
+        assert_eq!(av.insert(&[1, 2, 3, 4], None).unwrap(), 0);
+        assert_eq!(&*av.lookup(1).unwrap(), &[5, 6, 7, 8]);
+        assert_eq!(av.reverse(&[5, 6, 7, 8]), Some(1));
+        assert_eq!(av.source_id(1), 77);
+        assert_eq!(av.insert(&[1], None), Err(Errno::INVAL));
+        av.remove(0).unwrap();
+        assert_eq!(av.remove(0), Err(Errno::INVAL));
+        assert_eq!(av.lookup(0), Err(Errno::INVAL));
+        assert_eq!(av.lookup(u64::MAX), Err(Errno::INVAL));
+        assert_eq!(av.insert(&[9, 9, 9, 9], None).unwrap(), 0);
+        assert_eq!(av.len(), 2);
+    }
+}

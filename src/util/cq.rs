@@ -1,0 +1,373 @@
+//! Completion queues (fi_cq(3)).
+//!
+//! Entries are kept in one queue in completion order, errors included: `read` returns entries up
+//! to the first error and then `-FI_EAVAIL`; `readerr` takes that error. Nothing is ever dropped:
+//! the queue grows past the requested size rather than lose a completion (providers bound what
+//! they have in flight by their tx/rx sizes).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use super::provider::Progress;
+use super::wait::WaitObj;
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CqEntry {
+    pub op_context: usize,
+    pub flags: u64,
+    pub len: usize,
+    pub buf: usize,
+    pub data: u64,
+    pub tag: u64,
+    /// Source `fi_addr_t` for `fi_cq_readfrom` (`FI_ADDR_NOTAVAIL` when unknown).
+    pub src_addr: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CqErrEntry {
+    pub op_context: usize,
+    pub flags: u64,
+    pub len: usize,
+    pub buf: usize,
+    pub data: u64,
+    pub tag: u64,
+    /// Bytes that did not fit (FI_ETRUNC).
+    pub olen: usize,
+    pub err: i32,
+    pub prov_errno: i32,
+    pub err_data: Vec<u8>,
+    pub src_addr: u64,
+}
+
+impl CqErrEntry {
+    pub fn new(op_context: usize, flags: u64, err: Errno) -> CqErrEntry {
+        CqErrEntry {
+            op_context,
+            flags,
+            err: err.0,
+            src_addr: FI_ADDR_NOTAVAIL,
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CqAttr {
+    pub size: usize,
+    pub flags: u64,
+    pub format: u32,
+    pub wait_obj: u32,
+    pub wait_cond: u32,
+}
+
+enum Slot {
+    Ok(CqEntry),
+    Err(Box<CqErrEntry>),
+}
+
+/// A text for provider error numbers (`fi_cq_strerror`).
+pub type ProvStrerror = fn(prov_errno: i32) -> Option<&'static str>;
+
+pub struct Cq {
+    attr: CqAttr,
+    queue: Mutex<VecDeque<Slot>>,
+    sources: RwLock<Vec<Weak<dyn Progress>>>,
+    signaled: AtomicBool,
+    wait: Option<WaitObj>,
+    prov_strerror: RwLock<Option<ProvStrerror>>,
+}
+
+impl std::fmt::Debug for Cq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cq")
+            .field("attr", &self.attr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Cq {
+    /// fi_cq_open(3): `size` 0 picks a default; format UNSPEC becomes CONTEXT.
+    pub fn new(attr: &CqAttr) -> Result<Arc<Cq>> {
+        let mut attr = *attr;
+        if attr.format == FI_CQ_FORMAT_UNSPEC {
+            attr.format = FI_CQ_FORMAT_CONTEXT;
+        }
+        if attr.format > FI_CQ_FORMAT_TAGGED {
+            return Err(Errno::NOSYS);
+        }
+        if attr.size == 0 {
+            attr.size = 1024;
+        }
+        let wait = WaitObj::for_attr(attr.wait_obj)?;
+        Ok(Arc::new(Cq {
+            attr,
+            queue: Mutex::new(VecDeque::with_capacity(attr.size.min(1 << 16))),
+            sources: RwLock::new(Vec::new()),
+            signaled: AtomicBool::new(false),
+            wait,
+            prov_strerror: RwLock::new(None),
+        }))
+    }
+
+    pub fn attr(&self) -> &CqAttr {
+        &self.attr
+    }
+
+    pub fn format(&self) -> u32 {
+        self.attr.format
+    }
+
+    pub fn wait(&self) -> Option<&WaitObj> {
+        self.wait.as_ref()
+    }
+
+    /// Registers an endpoint whose progress this CQ drives (on bind).
+    pub fn add_source(&self, source: Weak<dyn Progress>) {
+        let mut s = self.sources.write().unwrap_or_else(|e| e.into_inner());
+        s.retain(|w| w.strong_count() > 0);
+        if !s.iter().any(|w| Weak::ptr_eq(w, &source)) {
+            if let (Some(w), Some(fd)) = (&self.wait, source.upgrade().and_then(|p| p.wait_fd())) {
+                let _ = w.add_fd(fd);
+            }
+            s.push(source);
+        }
+    }
+
+    /// Whether blocking on the wait fd is safe: every source can wake it.
+    pub fn waitable(&self) -> bool {
+        let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
+        s.iter()
+            .filter_map(Weak::upgrade)
+            .all(|p| p.wait_fd().is_some())
+    }
+
+    pub fn set_prov_strerror(&self, f: ProvStrerror) {
+        *self
+            .prov_strerror
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(f);
+    }
+
+    pub fn prov_strerror(&self, prov_errno: i32) -> Option<&'static str> {
+        let f = *self.prov_strerror.read().unwrap_or_else(|e| e.into_inner());
+        f.and_then(|f| f(prov_errno))
+    }
+
+    /// Runs progress of every bound endpoint.
+    pub fn progress(&self) {
+        let sources: Vec<Arc<dyn Progress>> = {
+            let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
+            s.iter().filter_map(Weak::upgrade).collect()
+        };
+        for s in sources {
+            s.progress();
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a completion (provider side).
+    pub fn push(&self, e: CqEntry) {
+        self.lock().push_back(Slot::Ok(e));
+        if let Some(w) = &self.wait {
+            w.signal();
+        }
+    }
+
+    /// Adds an error completion (provider side).
+    pub fn push_err(&self, e: CqErrEntry) {
+        self.lock().push_back(Slot::Err(Box::new(e)));
+        if let Some(w) = &self.wait {
+            w.signal();
+        }
+    }
+
+    /// Entries waiting to be read (errors included).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// fi_cq_read(3): progress, then hand up to `max` entries to `sink` in order. `AGAIN` when
+    /// empty, `AVAIL` when the next entry is an error.
+    pub fn read(&self, max: usize, sink: impl FnMut(&CqEntry)) -> Result<usize> {
+        self.progress();
+        self.take(max, sink)
+    }
+
+    /// Like `read` without running progress.
+    pub fn take(&self, max: usize, mut sink: impl FnMut(&CqEntry)) -> Result<usize> {
+        let mut q = self.lock();
+        let mut n = 0;
+        while n < max {
+            match q.front() {
+                Some(Slot::Ok(e)) => {
+                    sink(e);
+                    q.pop_front();
+                    n += 1;
+                }
+                Some(Slot::Err(_)) if n == 0 => return Err(Errno::AVAIL),
+                _ => break,
+            }
+        }
+        if n == 0 { Err(Errno::AGAIN) } else { Ok(n) }
+    }
+
+    /// fi_cq_readerr(3): the first pending error, if it is at the head of the queue.
+    pub fn readerr(&self) -> Result<CqErrEntry> {
+        let mut q = self.lock();
+        if let Some(Slot::Err(_)) = q.front()
+            && let Some(Slot::Err(e)) = q.pop_front()
+        {
+            return Ok(*e);
+        }
+        Err(Errno::AGAIN)
+    }
+
+    /// fi_cq_sread(3): blocks until at least `threshold` entries (1 without a condition), a
+    /// signal, or `timeout_ms` (negative: forever). Returns what `read` would.
+    pub fn sread(
+        &self,
+        max: usize,
+        threshold: usize,
+        timeout_ms: i32,
+        sink: impl FnMut(&CqEntry),
+    ) -> Result<usize> {
+        if self.attr.wait_obj == FI_WAIT_NONE {
+            return Err(Errno::NOSYS);
+        }
+        let deadline =
+            (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        let threshold = threshold.clamp(1, max.max(1));
+        let mut spins = 0u32;
+        loop {
+            self.progress();
+            {
+                let q = self.lock();
+                let ready = q.len() >= threshold || matches!(q.front(), Some(Slot::Err(_)));
+                drop(q);
+                if ready {
+                    return self.take(max, sink);
+                }
+            }
+            if self.signaled.swap(false, Ordering::AcqRel) {
+                return Err(Errno::AGAIN);
+            }
+            if let Some(d) = deadline
+                && Instant::now() >= d
+            {
+                return Err(Errno::AGAIN);
+            }
+            spins = spins.saturating_add(1);
+            self.idle(spins, deadline);
+        }
+    }
+
+    /// Waits a little between polls: spin first (latency), then block on the sources' fds.
+    fn idle(&self, spins: u32, deadline: Option<Instant>) {
+        if spins < 64 {
+            std::hint::spin_loop();
+            return;
+        }
+        if spins < 256 {
+            std::thread::yield_now();
+            return;
+        }
+        let fds: Vec<_> = {
+            let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
+            s.iter()
+                .filter_map(Weak::upgrade)
+                .filter_map(|p| p.wait_fd())
+                .collect()
+        };
+        let mut ms = 1;
+        if let Some(d) = deadline {
+            ms = ms.min(d.saturating_duration_since(Instant::now()).as_millis() as i32);
+        }
+        crate::sys::poll::wait_readable(&fds, ms);
+    }
+
+    /// fi_cq_signal(3): wakes a blocked `sread`.
+    pub fn signal(&self) {
+        self.signaled.store(true, Ordering::Release);
+        if let Some(w) = &self.wait {
+            w.signal();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr() -> CqAttr {
+        CqAttr {
+            size: 4,
+            flags: 0,
+            format: FI_CQ_FORMAT_TAGGED,
+            wait_obj: FI_WAIT_UNSPEC,
+            wait_cond: 0,
+        }
+    }
+
+    #[test]
+    fn errors_keep_their_place() {
+        let cq = Cq::new(&attr()).unwrap();
+        cq.push(CqEntry {
+            op_context: 1,
+            ..Default::default()
+        });
+        cq.push_err(CqErrEntry::new(2, FI_RECV, Errno::TRUNC));
+        cq.push(CqEntry {
+            op_context: 3,
+            ..Default::default()
+        });
+        let mut got = vec![];
+        assert_eq!(cq.read(8, |e| got.push(e.op_context)), Ok(1));
+        assert_eq!(cq.read(8, |e| got.push(e.op_context)), Err(Errno::AVAIL));
+        let e = cq.readerr().unwrap();
+        assert_eq!((e.op_context, e.err), (2, Errno::TRUNC.0));
+        assert_eq!(cq.readerr(), Err(Errno::AGAIN));
+        assert_eq!(cq.read(8, |e| got.push(e.op_context)), Ok(1));
+        assert_eq!(got, [1, 3]);
+        assert_eq!(cq.read(8, |_| {}), Err(Errno::AGAIN));
+    }
+
+    #[test]
+    fn nothing_is_dropped_past_the_size() {
+        let cq = Cq::new(&attr()).unwrap();
+        for i in 0..100 {
+            cq.push(CqEntry {
+                op_context: i,
+                ..Default::default()
+            });
+        }
+        let mut n = 0;
+        while let Ok(k) = cq.read(7, |e| {
+            assert_eq!(e.op_context, n);
+            n += 1;
+        }) {
+            assert!(k <= 7);
+        }
+        assert_eq!(n, 100);
+    }
+
+    #[test]
+    fn sread_times_out_and_signals() {
+        let cq = Cq::new(&attr()).unwrap();
+        let t = Instant::now();
+        assert_eq!(cq.sread(1, 1, 30, |_| {}), Err(Errno::AGAIN));
+        assert!(t.elapsed() >= Duration::from_millis(30));
+        cq.signal();
+        assert_eq!(cq.sread(1, 1, -1, |_| {}), Err(Errno::AGAIN));
+    }
+}

@@ -1,0 +1,299 @@
+//! Memory registration (fi_mr(3)): keys, regions, and the check every remote access goes through.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock, Weak};
+
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+use crate::sys::mem::IoVec;
+
+#[derive(Clone, Debug, Default)]
+pub struct MrRequest {
+    pub iov: Vec<IoVec>,
+    pub access: u64,
+    pub offset: u64,
+    pub requested_key: u64,
+    pub flags: u64,
+    pub context: usize,
+    pub iface: u32,
+    pub device: u64,
+}
+
+/// Access bits a registration may ask for.
+pub const MR_ACCESS: u64 =
+    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+#[derive(Debug)]
+pub struct Mr {
+    key: u64,
+    iov: Vec<IoVec>,
+    len: usize,
+    access: u64,
+    /// Offset-addressing base (`fi_mr_attr.offset`) when the domain has no `FI_MR_VIRT_ADDR`.
+    offset: u64,
+    virt_addr: bool,
+    context: usize,
+    /// `FI_MR_ENDPOINT` regions become usable at `fi_mr_enable`.
+    enabled: AtomicBool,
+    map: Weak<MapInner>,
+}
+
+impl Mr {
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    pub fn iov(&self) -> &[IoVec] {
+        &self.iov
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn access(&self) -> u64 {
+        self.access
+    }
+
+    pub fn context(&self) -> usize {
+        self.context
+    }
+
+    pub fn enable(&self) {
+        self.enabled.store(true, Ordering::Release);
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Acquire)
+    }
+
+    /// The logical start address remote peers use.
+    pub fn base(&self) -> u64 {
+        if self.virt_addr {
+            self.iov.first().map_or(0, |v| v.addr() as u64)
+        } else {
+            self.offset
+        }
+    }
+
+    /// Removes the key from its map (fi_close on the MR).
+    pub fn deregister(&self) {
+        if let Some(map) = self.map.upgrade() {
+            map.keys
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&self.key);
+        }
+    }
+
+    /// The pieces of this region covering `[addr, addr+len)` in remote addressing.
+    fn pieces(&self, addr: u64, len: usize) -> Option<Vec<IoVec>> {
+        let start = addr.checked_sub(self.base())?;
+        let start = usize::try_from(start).ok()?;
+        let end = start.checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        let mut out = Vec::with_capacity(1);
+        let mut off = start;
+        let mut left = len;
+        for v in &self.iov {
+            if left == 0 {
+                break;
+            }
+            if off >= v.len() {
+                off -= v.len();
+                continue;
+            }
+            let n = (v.len() - off).min(left);
+            out.push(v.sub(off, n)?);
+            left -= n;
+            off = 0;
+        }
+        Some(out)
+    }
+}
+
+#[derive(Debug, Default)]
+struct MapInner {
+    keys: RwLock<HashMap<u64, Arc<Mr>>>,
+}
+
+/// A domain's registered regions by key.
+#[derive(Debug)]
+pub struct MrMap {
+    mr_mode: i32,
+    key_size: usize,
+    inner: Arc<MapInner>,
+}
+
+impl MrMap {
+    /// `key_size` bytes of key (`domain_attr.mr_key_size`, ≤ 8).
+    pub fn new(mr_mode: i32, key_size: usize) -> MrMap {
+        MrMap {
+            mr_mode,
+            key_size: key_size.clamp(1, 8),
+            inner: Arc::default(),
+        }
+    }
+
+    pub fn mr_mode(&self) -> i32 {
+        self.mr_mode
+    }
+
+    fn prov_key(&self) -> bool {
+        self.mr_mode & (FI_MR_PROV_KEY as i32 | FI_MR_BASIC as i32) != 0
+    }
+
+    fn virt_addr(&self) -> bool {
+        self.mr_mode & (FI_MR_VIRT_ADDR as i32 | FI_MR_BASIC as i32) != 0
+    }
+
+    pub fn register(&self, req: &MrRequest) -> Result<Arc<Mr>> {
+        if req.access & !MR_ACCESS != 0 {
+            return Err(Errno::INVAL);
+        }
+        if req.iface != FI_HMEM_SYSTEM {
+            return Err(Errno::NOSYS);
+        }
+        let len = req
+            .iov
+            .iter()
+            .try_fold(0usize, |a, v| a.checked_add(v.len()))
+            .ok_or(Errno::INVAL)?;
+        let mut keys = self.inner.keys.write().unwrap_or_else(|e| e.into_inner());
+        let key = if self.prov_key() {
+            // Unpredictable keys: a peer must not be able to guess another region's key.
+            let mask = if self.key_size >= 8 {
+                u64::MAX
+            } else {
+                (1u64 << (self.key_size * 8)) - 1
+            };
+            loop {
+                let k = crate::sys::random::u64() & mask;
+                if k != FI_KEY_NOTAVAIL & mask && !keys.contains_key(&k) {
+                    break k;
+                }
+            }
+        } else {
+            if self.key_size < 8 && req.requested_key >> (self.key_size * 8) != 0 {
+                return Err(Errno::NOKEY);
+            }
+            if keys.contains_key(&req.requested_key) {
+                return Err(Errno::NOKEY);
+            }
+            req.requested_key
+        };
+        let mr = Arc::new(Mr {
+            key,
+            iov: req.iov.clone(),
+            len,
+            access: req.access,
+            offset: req.offset,
+            virt_addr: self.virt_addr(),
+            context: req.context,
+            enabled: AtomicBool::new(self.mr_mode & FI_MR_ENDPOINT as i32 == 0),
+            map: Arc::downgrade(&self.inner),
+        });
+        keys.insert(key, mr.clone());
+        Ok(mr)
+    }
+
+    /// Checks a remote access of `len` bytes at `addr` with `key` needing `access`
+    /// (`FI_REMOTE_READ`/`FI_REMOTE_WRITE`) and returns the memory it covers.
+    pub fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<IoVec>> {
+        let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
+        let mr = keys.get(&key).ok_or(Errno::ACCES)?;
+        if !mr.is_enabled() || mr.access & access != access {
+            return Err(Errno::ACCES);
+        }
+        mr.pieces(addr, len).ok_or(Errno::ACCES)
+    }
+
+    /// The region registered under `key`.
+    pub fn get(&self, key: u64) -> Option<Arc<Mr>> {
+        self.inner
+            .keys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner
+            .keys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(n: usize) -> IoVec {
+        IoVec::from_mut_slice(Box::leak(vec![0u8; n].into_boxed_slice()))
+    }
+
+    #[test]
+    fn offset_addressing_and_checks() {
+        let map = MrMap::new(0, 8);
+        let b = buf(100);
+        let req = MrRequest {
+            iov: vec![b],
+            access: FI_REMOTE_WRITE,
+            offset: 1000,
+            requested_key: 5,
+            ..Default::default()
+        };
+        let mr = map.register(&req).unwrap();
+        assert_eq!(mr.key(), 5);
+        assert_eq!(map.register(&req).unwrap_err(), Errno::NOKEY);
+        let p = map.verify(5, 1010, 90, FI_REMOTE_WRITE).unwrap();
+        assert_eq!(p[0].addr(), b.addr() + 10);
+        assert_eq!(map.verify(5, 1010, 91, FI_REMOTE_WRITE), Err(Errno::ACCES));
+        assert_eq!(map.verify(5, 999, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+        assert_eq!(map.verify(5, 1000, 1, FI_REMOTE_READ), Err(Errno::ACCES));
+        assert_eq!(map.verify(6, 1000, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+        assert_eq!(
+            map.verify(5, u64::MAX, 2, FI_REMOTE_WRITE),
+            Err(Errno::ACCES)
+        );
+        mr.deregister();
+        assert_eq!(map.verify(5, 1010, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+    }
+
+    #[test]
+    fn virtual_addresses_and_provider_keys() {
+        let map = MrMap::new((FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) as i32, 4);
+        let (a, b) = (buf(10), buf(20));
+        let req = MrRequest {
+            iov: vec![a, b],
+            access: FI_REMOTE_READ,
+            requested_key: 1,
+            ..Default::default()
+        };
+        let mr = map.register(&req).unwrap();
+        assert!(mr.key() <= u32::MAX as u64);
+        let keys: std::collections::HashSet<u64> =
+            (0..64).map(|_| map.register(&req).unwrap().key()).collect();
+        assert!(keys.len() > 60, "provider keys must not repeat a pattern");
+        let p = map
+            .verify(mr.key(), a.addr() as u64 + 5, 10, FI_REMOTE_READ)
+            .unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].len(), p[1].len()), (5, 5));
+        assert_eq!(p[1].addr(), b.addr());
+    }
+}
