@@ -17,9 +17,15 @@ STATICLIB := target/release/libfabric.a
 CFLAGS    ?= -O2 -g
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all lib demo test bench install clean deps check-fmt clippy
+.PHONY: all lib demo test bench install clean deps test-rust lint
 
 all: lib
+
+# Each area of the test suite lives in its own fragment: mk/<area>.mk appends its targets to
+# TEST_TARGETS (and the Debian packages it needs to DEBIAN_PACKAGES).
+TEST_TARGETS    :=
+DEBIAN_PACKAGES := build-essential pkg-config valgrind
+include $(sort $(wildcard mk/*.mk))
 
 lib: $(LIBDIR)/$(SONAME)
 
@@ -55,3 +61,24 @@ install: lib
 clean:
 	$(CARGO) clean
 	rm -rf $(BUILD)
+
+# Installs what the tests need on a fresh Debian 12 machine (CI runs as root).
+deps:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		SUDO=$$( [ $$(id -u) -eq 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+test-rust:
+	$(CARGO) test --release -q
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -q -- -D warnings
+
+test: deps
+	$(MAKE) lib
+	$(MAKE) lint test-rust $(TEST_TARGETS)
+	@echo "make test: all passed"
