@@ -26,7 +26,11 @@ pub type DomainObj = Obj<fid_domain, Arc<dyn Domain>>;
 pub(crate) unsafe extern "C" fn fid_no_bind(_f: *mut fid, _b: *mut fid, _flags: u64) -> c_int {
     Errno::NOSYS.neg()
 }
-pub(crate) unsafe extern "C" fn fid_no_control(_f: *mut fid, _cmd: c_int, _arg: *mut c_void) -> c_int {
+pub(crate) unsafe extern "C" fn fid_no_control(
+    _f: *mut fid,
+    _cmd: c_int,
+    _arg: *mut c_void,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 pub(crate) unsafe extern "C" fn fid_no_ops_open(
@@ -38,7 +42,11 @@ pub(crate) unsafe extern "C" fn fid_no_ops_open(
 ) -> c_int {
     Errno::NOSYS.neg()
 }
-pub(crate) unsafe extern "C" fn fid_no_tostr(_f: *const fid, _buf: *mut c_char, _len: usize) -> c_int {
+pub(crate) unsafe extern "C" fn fid_no_tostr(
+    _f: *const fid,
+    _buf: *mut c_char,
+    _len: usize,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 pub(crate) unsafe extern "C" fn fid_no_ops_set(
