@@ -1,0 +1,229 @@
+/*
+ * What this machine allows, measured in the same run as the library benchmarks (make bench):
+ *   memcpy      single-thread copy bandwidth
+ *   cma         cross-process single copy (process_vm_writev) bandwidth
+ *   udp         raw UDP loopback goodput at a given datagram size (sendmmsg/recvmmsg, and
+ *               UDP GSO when the kernel has it), between two processes
+ * Usage: limits memcpy <bytes> | cma <bytes> | udp <datagram bytes> [seconds]
+ * Prints one line: "<name> <bytes> <GB/s>". Part of the fabric project.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *xalloc(size_t n)
+{
+	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	memset(p, 1, n);
+	return p;
+}
+
+/* Repeats `once` until at least `secs` have passed; returns bytes per second. */
+static double copy_rate(size_t size, double secs, int (*once)(void *, void *, size_t, void *), void *dst, void *src,
+			void *arg)
+{
+	size_t total = 0;
+	double t0 = now(), t;
+
+	do {
+		for (int i = 0; i < 16; i++) {
+			if (once(dst, src, size, arg))
+				return -1;
+			total += size;
+		}
+		t = now() - t0;
+	} while (t < secs);
+	return total / t;
+}
+
+static int do_memcpy(void *dst, void *src, size_t n, void *arg)
+{
+	(void)arg;
+	memcpy(dst, src, n);
+	__asm__ volatile("" ::: "memory");
+	return 0;
+}
+
+static int do_cma(void *dst, void *src, size_t n, void *arg)
+{
+	pid_t pid = *(pid_t *)arg;
+	struct iovec local = { src, n }, remote = { dst, n };
+	ssize_t r = process_vm_writev(pid, &local, 1, &remote, 1, 0);
+
+	return r == (ssize_t)n ? 0 : -1;
+}
+
+static int bench_memcpy(size_t size)
+{
+	void *a = xalloc(size), *b = xalloc(size);
+
+	printf("memcpy %zu %.3f\n", size, copy_rate(size, 0.5, do_memcpy, b, a, NULL) / 1e9);
+	return 0;
+}
+
+static int bench_cma(size_t size)
+{
+	/* The child owns the destination; the parent copies into it at the same address (the
+	 * mapping is inherited by fork, so the address is valid in both). */
+	void *dst = xalloc(size), *src = xalloc(size);
+	int pipefd[2];
+	pid_t pid;
+	double rate;
+	char c;
+
+	if (pipe(pipefd))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		close(pipefd[1]);
+		if (read(pipefd[0], &c, 1) < 0)
+			_exit(1);
+		_exit(0);
+	}
+	close(pipefd[0]);
+	rate = copy_rate(size, 0.5, do_cma, dst, src, &pid);
+	if (write(pipefd[1], "x", 1) < 0)
+		perror("write");
+	waitpid(pid, NULL, 0);
+	if (rate < 0) {
+		fprintf(stderr, "process_vm_writev: %s\n", strerror(errno));
+		printf("cma %zu 0\n", size);
+		return 1;
+	}
+	printf("cma %zu %.3f\n", size, rate / 1e9);
+	return 0;
+}
+
+#define BATCH 32
+
+static int bench_udp(size_t dgram, double secs)
+{
+	int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(addr);
+	int buf = 64 << 20, gso = 0, pipefd[2];
+	pid_t pid;
+
+	setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+	setsockopt(rx, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	setsockopt(tx, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+	setsockopt(tx, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	if (bind(rx, (struct sockaddr *)&addr, sizeof(addr)) || getsockname(rx, (struct sockaddr *)&addr, &alen)) {
+		perror("bind");
+		return 1;
+	}
+	if (connect(tx, (struct sockaddr *)&addr, sizeof(addr))) {
+		perror("connect");
+		return 1;
+	}
+	if (pipe(pipefd))
+		return 1;
+
+	pid = fork();
+	if (pid == 0) {
+		/* Sender: batches of BATCH datagrams, as one GSO super-datagram when possible. */
+		char *data = xalloc(dgram * BATCH);
+		int seg = (int)dgram;
+
+		close(pipefd[0]);
+		gso = dgram * BATCH <= 65000 && !setsockopt(tx, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg));
+		for (;;) {
+			if (gso) {
+				if (send(tx, data, dgram * BATCH, 0) < 0 && errno != ENOBUFS && errno != EAGAIN)
+					_exit(0);
+			} else {
+				struct mmsghdr msgs[BATCH];
+				struct iovec iov[BATCH];
+
+				for (int i = 0; i < BATCH; i++) {
+					iov[i] = (struct iovec){ data + i * dgram, dgram };
+					memset(&msgs[i], 0, sizeof(msgs[i]));
+					msgs[i].msg_hdr.msg_iov = &iov[i];
+					msgs[i].msg_hdr.msg_iovlen = 1;
+				}
+				if (sendmmsg(tx, msgs, BATCH, 0) < 0 && errno != ENOBUFS && errno != EAGAIN)
+					_exit(0);
+			}
+		}
+	}
+
+	/* Receiver: count delivered payload for `secs`. */
+	char *rbuf = xalloc(dgram * BATCH);
+	struct mmsghdr msgs[BATCH];
+	struct iovec iov[BATCH];
+	struct timeval tv = { 0, 100000 };
+	size_t total = 0;
+	double t0 = 0, t = 0;
+
+	setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		for (int i = 0; i < BATCH; i++) {
+			iov[i] = (struct iovec){ rbuf + i * dgram, dgram };
+			memset(&msgs[i], 0, sizeof(msgs[i]));
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		int n = recvmmsg(rx, msgs, BATCH, MSG_WAITFORONE, NULL);
+
+		if (n > 0) {
+			if (t0 == 0)
+				t0 = now();
+			else
+				for (int i = 0; i < n; i++)
+					total += msgs[i].msg_len;
+		}
+		if (t0 != 0 && (t = now() - t0) >= secs)
+			break;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	printf("udp %zu %.3f\n", dgram, total / t / 1e9);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s memcpy|cma|udp <bytes> [seconds]\n", argv[0]);
+		return 2;
+	}
+	size_t n = strtoull(argv[2], NULL, 0);
+	if (!strcmp(argv[1], "memcpy"))
+		return bench_memcpy(n);
+	if (!strcmp(argv[1], "cma"))
+		return bench_cma(n);
+	if (!strcmp(argv[1], "udp"))
+		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0);
+	fprintf(stderr, "unknown measurement %s\n", argv[1]);
+	return 2;
+}
