@@ -29,22 +29,18 @@ include $(sort $(wildcard mk/*.mk))
 
 lib: $(LIBDIR)/$(SONAME)
 
-RUST_SOURCES := $(shell find src -name '*.rs') Cargo.toml
+RUST_SOURCES := $(shell find src -name '*.rs' -o -name '*.c') Cargo.toml build.rs
 
 $(STATICLIB): $(RUST_SOURCES)
 	$(CARGO) build --release --features versioned-symbols
 
-$(BUILD)/variadic.o: src/ffi/c/variadic.c
-	@mkdir -p $(BUILD)
-	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -c $< -o $@
-
 # rustc cannot give a cdylib upstream's version nodes: link the staticlib ourselves with the
 # version script (docs/internals.md, "Linking").
-$(LIBDIR)/$(SONAME): $(STATICLIB) $(BUILD)/variadic.o libfabric.map
+$(LIBDIR)/$(SONAME): $(STATICLIB) libfabric.map
 	@mkdir -p $(LIBDIR)
 	$(CC) -shared -o $(LIBDIR)/libfabric.so.$(SOVERSION) \
 		-Wl,-soname,$(SONAME) -Wl,--version-script=libfabric.map -Wl,--gc-sections -Wl,-z,now \
-		$(BUILD)/variadic.o -Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive \
+		-Wl,--whole-archive $(STATICLIB) -Wl,--no-whole-archive \
 		-lpthread -ldl -lm -lgcc_s -lc
 	ln -sf libfabric.so.$(SOVERSION) $(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(LIBDIR)/libfabric.so

@@ -2,6 +2,7 @@
 //! `unsafe` is allowed; every block says why it is sound.
 #![allow(unsafe_code)]
 
+pub mod long_double;
 pub mod mem;
 pub mod os;
 pub mod poll;

@@ -11,6 +11,7 @@ pub mod ep;
 pub mod eq;
 pub mod mr;
 pub mod provider;
+pub mod rxq;
 pub mod wait;
 
 pub use provider::{Bind, Domain, Endpoint, Fabric, Progress, Provider};

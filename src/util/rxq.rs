@@ -1,0 +1,441 @@
+//! Receive matching (fi_msg(3), fi_tagged(3)): posted receives waiting for messages, and
+//! unexpected messages waiting for receives. Shared by every provider; efa uses one queue for
+//! messages that arrive over its device and over shm (upstream's "peer SRX").
+//!
+//! The queue knows nothing about data: an unexpected message carries a provider payload `U`
+//! (an inline copy, a reference to a sender's buffer, packets to reassemble...) and the
+//! provider moves the bytes once a match is made.
+
+use std::collections::VecDeque;
+
+use crate::abi::consts::*;
+use crate::sys::mem::{IoVec, iov_len};
+
+/// The most iov entries a receive may have (every provider here has `iov_limit` 4).
+pub const MAX_IOV: usize = 4;
+
+/// A posted receive buffer (fi_recv/fi_trecv and their msg variants).
+#[derive(Clone, Debug)]
+pub struct Recv {
+    pub iov: [IoVec; MAX_IOV],
+    pub iov_count: usize,
+    pub desc: [usize; MAX_IOV],
+    /// Source filter (`FI_ADDR_UNSPEC`: any).
+    pub src: u64,
+    pub tag: u64,
+    pub ignore: u64,
+    pub context: usize,
+    /// Resolved operation flags (`FI_COMPLETION`, `FI_MULTI_RECV`, ...).
+    pub flags: u64,
+    /// Bytes of a multi-receive buffer already consumed.
+    pub consumed: usize,
+}
+
+impl Recv {
+    pub fn new(
+        iov: &[IoVec],
+        desc: &[usize],
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        context: usize,
+        flags: u64,
+    ) -> Recv {
+        let mut r = Recv {
+            iov: [IoVec::EMPTY; MAX_IOV],
+            iov_count: iov.len().min(MAX_IOV),
+            desc: [0; MAX_IOV],
+            src,
+            tag,
+            ignore,
+            context,
+            flags,
+            consumed: 0,
+        };
+        r.iov[..r.iov_count].copy_from_slice(&iov[..r.iov_count]);
+        for (d, s) in r.desc.iter_mut().zip(desc) {
+            *d = *s;
+        }
+        r
+    }
+
+    pub fn iov(&self) -> &[IoVec] {
+        &self.iov[..self.iov_count]
+    }
+
+    pub fn len(&self) -> usize {
+        iov_len(self.iov())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes still free in a multi-receive buffer.
+    pub fn remaining(&self) -> usize {
+        self.len().saturating_sub(self.consumed)
+    }
+
+    /// Whether a message from `src` with `tag` matches this receive (`directed`: whether the
+    /// endpoint honours source filters, FI_DIRECTED_RECV).
+    pub fn matches(&self, src: u64, tag: u64, tagged: bool, directed: bool) -> bool {
+        let src_ok = !directed || self.src == FI_ADDR_UNSPEC || self.src == src;
+        let tag_ok = !tagged || (self.tag | self.ignore) == (tag | self.ignore);
+        src_ok && tag_ok
+    }
+
+    /// The destination of a message placed `self.consumed` bytes into this receive: for a
+    /// multi-receive buffer, the sub-range still free; otherwise the whole buffer.
+    pub fn target(&self) -> Vec<IoVec> {
+        if self.consumed == 0 {
+            return self.iov().to_vec();
+        }
+        let mut out = Vec::with_capacity(1);
+        let mut off = self.consumed;
+        for v in self.iov() {
+            if off >= v.len() {
+                off -= v.len();
+                continue;
+            }
+            if let Some(s) = v.sub(off, v.len() - off) {
+                out.push(s);
+            }
+            off = 0;
+        }
+        out
+    }
+}
+
+/// An unexpected message, with what the provider needs to deliver it later.
+#[derive(Clone, Debug)]
+pub struct Unexpected<U> {
+    pub src: u64,
+    pub tag: u64,
+    pub len: usize,
+    pub data: u64,
+    pub flags: u64,
+    /// Set by a `FI_PEEK | FI_CLAIM` receive: only a `FI_CLAIM` receive with that context takes it.
+    pub claimed_by: Option<usize>,
+    pub payload: U,
+}
+
+/// What a posted receive found.
+pub enum PostOutcome<U> {
+    /// Queued; nothing waiting matched.
+    Queued,
+    /// An unexpected message matched: deliver `U` into the receive.
+    Matched(Recv, Unexpected<U>),
+}
+
+/// What a `FI_PEEK` found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Peek {
+    NoMatch,
+    Found {
+        src: u64,
+        tag: u64,
+        len: usize,
+        data: u64,
+        flags: u64,
+    },
+}
+
+#[derive(Debug)]
+pub struct RxQueue<U> {
+    msg: VecDeque<Recv>,
+    tagged: VecDeque<Recv>,
+    msg_unexp: VecDeque<Unexpected<U>>,
+    tag_unexp: VecDeque<Unexpected<U>>,
+    directed: bool,
+    /// FI_OPT_MIN_MULTI_RECV: a multi-receive buffer with less room is released.
+    min_multi_recv: usize,
+}
+
+impl<U> RxQueue<U> {
+    pub fn new(directed: bool) -> RxQueue<U> {
+        RxQueue {
+            msg: VecDeque::new(),
+            tagged: VecDeque::new(),
+            msg_unexp: VecDeque::new(),
+            tag_unexp: VecDeque::new(),
+            directed,
+            min_multi_recv: 16384,
+        }
+    }
+
+    pub fn set_directed(&mut self, directed: bool) {
+        self.directed = directed;
+    }
+
+    pub fn min_multi_recv(&self) -> usize {
+        self.min_multi_recv
+    }
+
+    pub fn set_min_multi_recv(&mut self, v: usize) {
+        self.min_multi_recv = v;
+    }
+
+    /// Posted receives (both kinds).
+    pub fn posted(&self) -> usize {
+        self.msg.len() + self.tagged.len()
+    }
+
+    /// Unexpected messages (both kinds).
+    pub fn unexpected(&self) -> usize {
+        self.msg_unexp.len() + self.tag_unexp.len()
+    }
+
+    /// Posts a receive. An unexpected message that matches is handed back to be delivered.
+    pub fn post(&mut self, recv: Recv, tagged: bool) -> PostOutcome<U> {
+        let directed = self.directed;
+        let unexp = if tagged {
+            &mut self.tag_unexp
+        } else {
+            &mut self.msg_unexp
+        };
+        let found = unexp
+            .iter()
+            .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, tagged, directed));
+        match found.and_then(|i| unexp.remove(i)) {
+            Some(u) => PostOutcome::Matched(recv, u),
+            None => {
+                if tagged {
+                    self.tagged.push_back(recv)
+                } else {
+                    self.msg.push_back(recv)
+                }
+                PostOutcome::Queued
+            }
+        }
+    }
+
+    /// Finds the receive for an arriving message. A multi-receive buffer stays posted (with
+    /// `consumed` advanced by the caller through [`RxQueue::consume_multi`]).
+    pub fn match_incoming(&mut self, src: u64, tag: u64, tagged: bool) -> Option<Recv> {
+        let directed = self.directed;
+        let q = if tagged {
+            &mut self.tagged
+        } else {
+            &mut self.msg
+        };
+        let i = q
+            .iter()
+            .position(|r| r.matches(src, tag, tagged, directed))?;
+        if q[i].flags & FI_MULTI_RECV != 0 {
+            return Some(q[i].clone());
+        }
+        q.remove(i)
+    }
+
+    /// Records that `len` bytes of the multi-receive buffer posted with `context` were used.
+    /// Returns true when the buffer is released (too little room left): its last completion
+    /// carries `FI_MULTI_RECV`.
+    pub fn consume_multi(&mut self, context: usize, len: usize) -> bool {
+        let min = self.min_multi_recv;
+        let Some(i) = self
+            .msg
+            .iter()
+            .position(|r| r.context == context && r.flags & FI_MULTI_RECV != 0)
+        else {
+            return true;
+        };
+        let r = &mut self.msg[i];
+        r.consumed += len;
+        if r.remaining() < min.max(1) {
+            self.msg.remove(i);
+            return true;
+        }
+        false
+    }
+
+    /// Parks an unexpected message.
+    pub fn add_unexpected(&mut self, u: Unexpected<U>, tagged: bool) {
+        if tagged {
+            self.tag_unexp.push_back(u)
+        } else {
+            self.msg_unexp.push_back(u)
+        }
+    }
+
+    /// fi_tagged(3) `FI_PEEK`: looks for an unexpected message matching `recv`. With `claim`
+    /// it is reserved for a later `FI_CLAIM` receive with the same context; with `discard` it is
+    /// dropped (and returned so the provider can release it).
+    pub fn peek(
+        &mut self,
+        recv: &Recv,
+        claim: bool,
+        discard: bool,
+    ) -> (Peek, Option<Unexpected<U>>) {
+        let directed = self.directed;
+        let Some(i) = self
+            .tag_unexp
+            .iter()
+            .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, true, directed))
+        else {
+            return (Peek::NoMatch, None);
+        };
+        let u = &mut self.tag_unexp[i];
+        let found = Peek::Found {
+            src: u.src,
+            tag: u.tag,
+            len: u.len,
+            data: u.data,
+            flags: u.flags,
+        };
+        if discard {
+            return (found, self.tag_unexp.remove(i));
+        }
+        if claim {
+            u.claimed_by = Some(recv.context);
+        }
+        (found, None)
+    }
+
+    /// fi_tagged(3) `FI_CLAIM`: takes the message a previous peek claimed for `context`.
+    pub fn claim(&mut self, context: usize) -> Option<Unexpected<U>> {
+        let i = self
+            .tag_unexp
+            .iter()
+            .position(|u| u.claimed_by == Some(context))?;
+        self.tag_unexp.remove(i)
+    }
+
+    /// fi_cancel(3): removes the receive posted with `context`.
+    pub fn cancel(&mut self, context: usize) -> Option<(Recv, bool)> {
+        if let Some(i) = self.msg.iter().position(|r| r.context == context) {
+            return self.msg.remove(i).map(|r| (r, false));
+        }
+        let i = self.tagged.iter().position(|r| r.context == context)?;
+        self.tagged.remove(i).map(|r| (r, true))
+    }
+
+    /// Removes every unexpected message matching `pred` (e.g. from a peer that died).
+    pub fn drain_unexpected(
+        &mut self,
+        mut pred: impl FnMut(&Unexpected<U>) -> bool,
+    ) -> Vec<Unexpected<U>> {
+        let mut out = Vec::new();
+        for q in [&mut self.msg_unexp, &mut self.tag_unexp] {
+            let mut i = 0;
+            while i < q.len() {
+                if pred(&q[i]) {
+                    out.extend(q.remove(i));
+                } else {
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(n: usize) -> IoVec {
+        IoVec::from_mut_slice(Box::leak(vec![0u8; n].into_boxed_slice()))
+    }
+
+    fn recv(src: u64, tag: u64, ignore: u64, ctx: usize, flags: u64) -> Recv {
+        Recv::new(&[buf(64)], &[], src, tag, ignore, ctx, flags)
+    }
+
+    fn unexp(src: u64, tag: u64, payload: u32) -> Unexpected<u32> {
+        Unexpected {
+            src,
+            tag,
+            len: 8,
+            data: 0,
+            flags: 0,
+            claimed_by: None,
+            payload,
+        }
+    }
+
+    #[test]
+    fn tags_ignore_bits_and_sources() {
+        let mut q: RxQueue<u32> = RxQueue::new(true);
+        assert!(matches!(
+            q.post(recv(FI_ADDR_UNSPEC, 0x10, 0x0f, 1, 0), true),
+            PostOutcome::Queued
+        ));
+        assert!(matches!(
+            q.post(recv(7, 0x20, 0, 2, 0), true),
+            PostOutcome::Queued
+        ));
+        assert!(q.match_incoming(3, 0x21, true).is_none());
+        assert_eq!(q.match_incoming(3, 0x1f, true).unwrap().context, 1);
+        assert!(
+            q.match_incoming(3, 0x20, true).is_none(),
+            "directed receive must not match another source"
+        );
+        assert_eq!(q.match_incoming(7, 0x20, true).unwrap().context, 2);
+        // Untagged receives ignore tags; order is FIFO.
+        q.post(recv(FI_ADDR_UNSPEC, 0, 0, 3, 0), false);
+        q.post(recv(FI_ADDR_UNSPEC, 0, 0, 4, 0), false);
+        assert_eq!(q.match_incoming(1, 99, false).unwrap().context, 3);
+        // Without FI_DIRECTED_RECV the source filter is not applied.
+        let mut q: RxQueue<u32> = RxQueue::new(false);
+        q.post(recv(7, 0, 0, 5, 0), false);
+        assert_eq!(q.match_incoming(8, 0, false).unwrap().context, 5);
+    }
+
+    #[test]
+    fn unexpected_then_posted() {
+        let mut q: RxQueue<u32> = RxQueue::new(true);
+        q.add_unexpected(unexp(1, 5, 100), true);
+        q.add_unexpected(unexp(2, 5, 200), true);
+        match q.post(recv(2, 5, 0, 1, 0), true) {
+            PostOutcome::Matched(r, u) => assert_eq!((r.context, u.payload), (1, 200)),
+            PostOutcome::Queued => panic!("should match the second message"),
+        }
+        assert_eq!(q.unexpected(), 1);
+    }
+
+    #[test]
+    fn peek_claim_discard() {
+        let mut q: RxQueue<u32> = RxQueue::new(false);
+        assert_eq!(
+            q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 1, 0), false, false).0,
+            Peek::NoMatch
+        );
+        q.add_unexpected(unexp(1, 9, 100), true);
+        q.add_unexpected(unexp(1, 9, 200), true);
+        assert!(matches!(
+            q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 1, 0), false, false).0,
+            Peek::Found { tag: 9, .. }
+        ));
+        // Claim the first; a plain receive then gets the second, the claim gets the first.
+        q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 42, 0), true, false);
+        match q.post(recv(FI_ADDR_UNSPEC, 9, 0, 2, 0), true) {
+            PostOutcome::Matched(_, u) => assert_eq!(u.payload, 200),
+            PostOutcome::Queued => panic!(),
+        }
+        assert_eq!(q.claim(42).unwrap().payload, 100);
+        assert!(q.claim(42).is_none());
+        q.add_unexpected(unexp(1, 9, 300), true);
+        let (p, dropped) = q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 3, 0), false, true);
+        assert!(matches!(p, Peek::Found { .. }));
+        assert_eq!(dropped.unwrap().payload, 300);
+        assert_eq!(q.unexpected(), 0);
+    }
+
+    #[test]
+    fn multi_recv_and_cancel() {
+        let mut q: RxQueue<u32> = RxQueue::new(false);
+        q.set_min_multi_recv(16);
+        q.post(recv(FI_ADDR_UNSPEC, 0, 0, 1, FI_MULTI_RECV), false);
+        let r = q.match_incoming(1, 0, false).unwrap();
+        assert_eq!(r.target().iter().map(IoVec::len).sum::<usize>(), 64);
+        assert!(!q.consume_multi(1, 40));
+        let r = q.match_incoming(1, 0, false).unwrap();
+        assert_eq!(r.consumed, 40);
+        assert_eq!(r.target().iter().map(IoVec::len).sum::<usize>(), 24);
+        assert!(q.consume_multi(1, 10), "14 bytes left < 16: released");
+        assert!(q.match_incoming(1, 0, false).is_none());
+        q.post(recv(FI_ADDR_UNSPEC, 0, 0, 9, 0), true);
+        assert_eq!(q.cancel(9).map(|(r, t)| (r.context, t)), Some((9, true)));
+        assert!(q.cancel(9).is_none());
+    }
+}
