@@ -14,8 +14,8 @@ unsafe extern "C" {
 }
 
 /// Applies fi_atomic op `op` over 16-byte `long double` elements (pairs for complex).
-/// The slices must have equal lengths (or `cmp` empty); `Err` for an op that does not apply.
-pub fn apply(op: u32, complex: bool, dst: &mut [u8], src: &[u8], cmp: &[u8]) -> Result<(), ()> {
+/// The slices must have equal lengths (or `cmp` empty); false for an op that does not apply.
+pub fn apply(op: u32, complex: bool, dst: &mut [u8], src: &[u8], cmp: &[u8]) -> bool {
     if src.len() != dst.len() || (!cmp.is_empty() && cmp.len() != dst.len()) || dst.len() % 16 != 0
     {
         return Err(());
@@ -37,7 +37,7 @@ pub fn apply(op: u32, complex: bool, dst: &mut [u8], src: &[u8], cmp: &[u8]) -> 
             dst.len(),
         )
     };
-    if r == 0 { Ok(()) } else { Err(()) }
+    r == 0
 }
 
 /// A `long double` holding `v` (for tests and reference values).

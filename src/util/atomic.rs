@@ -84,7 +84,7 @@ pub fn apply(
     let size = datatype_size(datatype).ok_or(Errno::OPNOTSUPP)?;
     let n = dst.len();
     let needs_src = !(kind == AtomicKind::Fetch && op == FI_ATOMIC_READ);
-    if n % size != 0
+    if !n.is_multiple_of(size)
         || (needs_src && src.len() != n)
         || (kind == AtomicKind::Compare && cmp.len() != n)
         || (kind != AtomicKind::Write && result.len() != n)
