@@ -16,9 +16,11 @@ unsafe extern "C" {
 /// Applies fi_atomic op `op` over 16-byte `long double` elements (pairs for complex).
 /// The slices must have equal lengths (or `cmp` empty); false for an op that does not apply.
 pub fn apply(op: u32, complex: bool, dst: &mut [u8], src: &[u8], cmp: &[u8]) -> bool {
-    if src.len() != dst.len() || (!cmp.is_empty() && cmp.len() != dst.len()) || dst.len() % 16 != 0
+    if src.len() != dst.len()
+        || (!cmp.is_empty() && cmp.len() != dst.len())
+        || !dst.len().is_multiple_of(16)
     {
-        return Err(());
+        return false;
     }
     let cmp_ptr = if cmp.is_empty() {
         core::ptr::null()

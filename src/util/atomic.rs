@@ -113,8 +113,15 @@ pub fn apply(
         FI_FLOAT_COMPLEX => complexes::<f32, 4>(op, dst, src, cmp),
         FI_DOUBLE_COMPLEX => complexes::<f64, 8>(op, dst, src, cmp),
         FI_LONG_DOUBLE | FI_LONG_DOUBLE_COMPLEX => {
-            crate::sys::long_double::apply(op, datatype == FI_LONG_DOUBLE_COMPLEX, dst, src, cmp)
-                .map_err(|()| Errno::OPNOTSUPP)?
+            if !crate::sys::long_double::apply(
+                op,
+                datatype == FI_LONG_DOUBLE_COMPLEX,
+                dst,
+                src,
+                cmp,
+            ) {
+                return Err(Errno::OPNOTSUPP);
+            }
         }
         _ => return Err(Errno::OPNOTSUPP),
     }

@@ -124,7 +124,7 @@ pub enum PostOutcome<U> {
     /// Queued; nothing waiting matched.
     Queued,
     /// An unexpected message matched: deliver `U` into the receive.
-    Matched(Recv, Unexpected<U>),
+    Matched(Box<(Recv, Unexpected<U>)>),
 }
 
 /// What a `FI_PEEK` found.
@@ -197,7 +197,7 @@ impl<U> RxQueue<U> {
             .iter()
             .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, tagged, directed));
         match found.and_then(|i| unexp.remove(i)) {
-            Some(u) => PostOutcome::Matched(recv, u),
+            Some(u) => PostOutcome::Matched(Box::new((recv, u))),
             None => {
                 if tagged {
                     self.tagged.push_back(recv)
@@ -387,7 +387,7 @@ mod tests {
         q.add_unexpected(unexp(1, 5, 100), true);
         q.add_unexpected(unexp(2, 5, 200), true);
         match q.post(recv(2, 5, 0, 1, 0), true) {
-            PostOutcome::Matched(r, u) => assert_eq!((r.context, u.payload), (1, 200)),
+            PostOutcome::Matched(m) => assert_eq!((m.0.context, m.1.payload), (1, 200)),
             PostOutcome::Queued => panic!("should match the second message"),
         }
         assert_eq!(q.unexpected(), 1);
@@ -409,7 +409,7 @@ mod tests {
         // Claim the first; a plain receive then gets the second, the claim gets the first.
         q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 42, 0), true, false);
         match q.post(recv(FI_ADDR_UNSPEC, 9, 0, 2, 0), true) {
-            PostOutcome::Matched(_, u) => assert_eq!(u.payload, 200),
+            PostOutcome::Matched(m) => assert_eq!(m.1.payload, 200),
             PostOutcome::Queued => panic!(),
         }
         assert_eq!(q.claim(42).unwrap().payload, 100);
