@@ -33,8 +33,7 @@ const PRIMARY_RX_CAPS: u64 = FI_MSG
     | FI_DIRECTED_RECV
     | FI_COLLECTIVE
     | FI_HMEM;
-const SECONDARY_RX_CAPS: u64 =
-    FI_MULTI_RECV | FI_TRIGGER | FI_RMA_PMEM | FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR;
+const SECONDARY_RX_CAPS: u64 = FI_MULTI_RECV | FI_TRIGGER | FI_RMA_PMEM | FI_SOURCE | FI_RMA_EVENT | FI_SOURCE_ERR;
 const DOMAIN_PRIMARY_CAPS: u64 = FI_AV_USER_ID | FI_PEER;
 const DOMAIN_SECONDARY_CAPS: u64 = FI_SHARED_AV | FI_REMOTE_COMM | FI_LOCAL_COMM;
 const PRIMARY_CAPS: u64 = PRIMARY_TX_CAPS | PRIMARY_RX_CAPS | DOMAIN_PRIMARY_CAPS;
@@ -50,11 +49,9 @@ const IGNORED_TX_CAPS: u64 = FI_REMOTE_READ
     | FI_SOURCE
     | FI_RMA_EVENT
     | FI_SOURCE_ERR;
-const IGNORED_RX_CAPS: u64 =
-    FI_READ | FI_WRITE | FI_SEND | FI_FENCE | FI_MULTICAST | FI_NAMED_RX_CTX;
+const IGNORED_RX_CAPS: u64 = FI_READ | FI_WRITE | FI_SEND | FI_FENCE | FI_MULTICAST | FI_NAMED_RX_CTX;
 /// MR modes that only matter for a target of remote memory access.
-const MR_MODE_RMA_TARGET: i32 =
-    (FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RMA_EVENT) as i32;
+const MR_MODE_RMA_TARGET: i32 = (FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_PROV_KEY | FI_MR_RMA_EVENT) as i32;
 const MR_BASIC: i32 = FI_MR_BASIC as i32;
 const MR_SCALABLE: i32 = FI_MR_SCALABLE as i32;
 
@@ -129,16 +126,10 @@ fn rank_ok(hint: Option<u8>, prov: Option<u8>) -> bool {
 // ---- addresses ----
 
 fn is_sockaddr(f: u32) -> bool {
-    matches!(
-        f,
-        FI_SOCKADDR | FI_SOCKADDR_IP | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 | FI_SOCKADDR_IB
-    )
+    matches!(f, FI_SOCKADDR | FI_SOCKADDR_IP | FI_SOCKADDR_IN | FI_SOCKADDR_IN6 | FI_SOCKADDR_IB)
 }
 fn is_ipaddr(f: u32) -> bool {
-    matches!(
-        f,
-        FI_SOCKADDR | FI_SOCKADDR_IP | FI_SOCKADDR_IN | FI_SOCKADDR_IN6
-    )
+    matches!(f, FI_SOCKADDR | FI_SOCKADDR_IP | FI_SOCKADDR_IN | FI_SOCKADDR_IN6)
 }
 
 /// Whether an application asking for `user` can use a provider whose format is `prov`.
@@ -189,9 +180,7 @@ fn cap_mr_mode(caps: u64, mut mr_mode: i32) -> i32 {
 fn check_mr_mode(api_version: u32, prov_mode: i32, user: &Info) -> Result<()> {
     let user_mode = user.domain_attr.mr_mode;
     require!(
-        prov_mode & FI_MR_LOCAL as i32 == 0
-            || user.mode & FI_LOCAL_MR != 0
-            || user_mode & FI_MR_LOCAL as i32 != 0,
+        prov_mode & FI_MR_LOCAL as i32 == 0 || user.mode & FI_LOCAL_MR != 0 || user_mode & FI_MR_LOCAL as i32 != 0,
         "provider needs FI_MR_LOCAL"
     );
     if api_version < fi_version(1, 5) {
@@ -201,68 +190,38 @@ fn check_mr_mode(api_version: u32, prov_mode: i32, user: &Info) -> Result<()> {
             MR_SCALABLE => prov_mode & MR_SCALABLE != 0,
             _ => false,
         };
-        require!(
-            ok,
-            "memory registration mode {user_mode:#x} not offered (api < 1.5)"
-        );
+        require!(ok, "memory registration mode {user_mode:#x} not offered (api < 1.5)");
     } else if user_mode & MR_BASIC != 0 {
-        require!(
-            user_mode & !MR_BASIC == 0 && prov_mode & MR_BASIC != 0,
-            "FI_MR_BASIC not offered"
-        );
+        require!(user_mode & !MR_BASIC == 0 && prov_mode & MR_BASIC != 0, "FI_MR_BASIC not offered");
     } else if user_mode & MR_SCALABLE != 0 {
-        require!(
-            user_mode & !MR_SCALABLE == 0 && prov_mode & MR_SCALABLE != 0,
-            "FI_MR_SCALABLE not offered"
-        );
+        require!(user_mode & !MR_SCALABLE == 0 && prov_mode & MR_SCALABLE != 0, "FI_MR_SCALABLE not offered");
     } else {
         let needed = cap_mr_mode(user.caps, prov_mode);
-        require!(
-            user_mode == 0 || user_mode & needed == needed,
-            "mr_mode {user_mode:#x} lacks {needed:#x}"
-        );
+        require!(user_mode == 0 || user_mode & needed == needed, "mr_mode {user_mode:#x} lacks {needed:#x}");
     }
     Ok(())
 }
 
 /// The largest tag a `mem_tag_format` can carry.
 fn max_tag(format: u64) -> u64 {
-    if format == 0 {
-        0
-    } else {
-        u64::MAX >> format.leading_zeros()
-    }
+    if format == 0 { 0 } else { u64::MAX >> format.leading_zeros() }
 }
 
 // ---- per-attribute checks (ofi_check_info and friends) ----
 
 fn check_fabric(prov: &FabricAttr, user: &FabricAttr) -> Result<()> {
     if let (Some(p), Some(u)) = (&prov.prov_name, &user.prov_name) {
-        require!(
-            u.to_ascii_lowercase().contains(&p.to_ascii_lowercase()),
-            "provider {u} requested"
-        );
+        require!(u.to_ascii_lowercase().contains(&p.to_ascii_lowercase()), "provider {u} requested");
     }
-    require!(
-        user.prov_version <= prov.prov_version,
-        "provider version {:#x} too new",
-        user.prov_version
-    );
-    require!(
-        user.api_version >= prov.api_version,
-        "api version {:#x} too old",
-        user.api_version
-    );
+    require!(user.prov_version <= prov.prov_version, "provider version {:#x} too new", user.prov_version);
+    require!(user.api_version >= prov.api_version, "api version {:#x} too old", user.api_version);
     Ok(())
 }
 
 fn check_domain(api_version: u32, prov: &DomainAttr, user_info: &Info) -> Result<()> {
     let user = &user_info.domain_attr;
     require!(
-        rank_ok(
-            thread_level(user.threading, api_version),
-            thread_level(prov.threading, api_version)
-        ),
+        rank_ok(thread_level(user.threading, api_version), thread_level(prov.threading, api_version)),
         "threading {} not offered",
         user.threading
     );
@@ -271,58 +230,30 @@ fn check_domain(api_version: u32, prov: &DomainAttr, user_info: &Info) -> Result
         "progress {} not offered",
         user.progress
     );
+    require!(rank_ok(rm_level(user.resource_mgmt), rm_level(prov.resource_mgmt)), "resource management not offered");
     require!(
-        rank_ok(rm_level(user.resource_mgmt), rm_level(prov.resource_mgmt)),
-        "resource management not offered"
-    );
-    require!(
-        prov.av_type == FI_AV_UNSPEC
-            || user.av_type == FI_AV_UNSPEC
-            || prov.av_type == user.av_type,
+        prov.av_type == FI_AV_UNSPEC || user.av_type == FI_AV_UNSPEC || prov.av_type == user.av_type,
         "av_type {} not offered",
         user.av_type
     );
-    require!(
-        user.cq_data_size <= prov.cq_data_size,
-        "cq_data_size {} too large",
-        user.cq_data_size
-    );
+    require!(user.cq_data_size <= prov.cq_data_size, "cq_data_size {} too large", user.cq_data_size);
     check_mr_mode(api_version, prov.mr_mode, user_info)?;
     if api_version < fi_version(1, 5) {
         return Ok(());
     }
     require!(user.cntr_cnt <= prov.cntr_cnt, "cntr_cnt too large");
-    require!(
-        user.mr_iov_limit <= prov.mr_iov_limit,
-        "mr_iov_limit too large"
-    );
-    require!(
-        user.caps & !prov.caps == 0,
-        "domain caps {:#x} not offered",
-        user.caps & !prov.caps
-    );
-    require!(
-        user.mode & prov.mode == prov.mode,
-        "required domain mode missing"
-    );
-    require!(
-        user.max_err_data <= prov.max_err_data,
-        "max_err_data too large"
-    );
+    require!(user.mr_iov_limit <= prov.mr_iov_limit, "mr_iov_limit too large");
+    require!(user.caps & !prov.caps == 0, "domain caps {:#x} not offered", user.caps & !prov.caps);
+    require!(user.mode & prov.mode == prov.mode, "required domain mode missing");
+    require!(user.max_err_data <= prov.max_err_data, "max_err_data too large");
     require!(user.mr_cnt <= prov.mr_cnt, "mr_cnt too large");
     let key_len = user.auth_key.as_ref().map_or(0, Vec::len);
     require!(key_len == 0, "authorization keys are not offered");
     if api_version >= fi_version(1, 20) {
-        require!(
-            user.max_ep_auth_key <= prov.max_ep_auth_key,
-            "max_ep_auth_key too large"
-        );
+        require!(user.max_ep_auth_key <= prov.max_ep_auth_key, "max_ep_auth_key too large");
     }
     if api_version >= fi_version(2, 5) {
-        require!(
-            prov.max_cntr_value == 0 || user.max_cntr_value <= prov.max_cntr_value,
-            "max_cntr_value too large"
-        );
+        require!(prov.max_cntr_value == 0 || user.max_cntr_value <= prov.max_cntr_value, "max_cntr_value too large");
         require!(
             prov.max_err_cntr_value == 0 || user.max_err_cntr_value <= prov.max_err_cntr_value,
             "max_err_cntr_value too large"
@@ -349,14 +280,8 @@ fn check_ep(prov_info: &Info, user_info: &Info) -> Result<()> {
         "protocol {} not offered",
         user.protocol
     );
-    require!(
-        user.protocol_version <= prov.protocol_version,
-        "protocol version too new"
-    );
-    require!(
-        user.max_msg_size <= prov.max_msg_size,
-        "max_msg_size too large"
-    );
+    require!(user.protocol_version <= prov.protocol_version, "protocol version too new");
+    require!(user.max_msg_size <= prov.max_msg_size, "max_msg_size too large");
     if user.tx_ctx_cnt == FI_SHARED_CONTEXT {
         require!(dom.max_ep_stx_ctx != 0, "shared tx contexts not offered");
     } else {
@@ -368,97 +293,49 @@ fn check_ep(prov_info: &Info, user_info: &Info) -> Result<()> {
         require!(user.rx_ctx_cnt <= dom.max_ep_rx_ctx, "rx_ctx_cnt too large");
     }
     if user_info.caps & (FI_RMA | FI_ATOMIC) != 0 {
-        require!(
-            user.max_order_raw_size <= prov.max_order_raw_size,
-            "max_order_raw_size too large"
-        );
-        require!(
-            user.max_order_war_size <= prov.max_order_war_size,
-            "max_order_war_size too large"
-        );
-        require!(
-            user.max_order_waw_size <= prov.max_order_waw_size,
-            "max_order_waw_size too large"
-        );
+        require!(user.max_order_raw_size <= prov.max_order_raw_size, "max_order_raw_size too large");
+        require!(user.max_order_war_size <= prov.max_order_war_size, "max_order_war_size too large");
+        require!(user.max_order_waw_size <= prov.max_order_waw_size, "max_order_waw_size too large");
     }
-    require!(
-        user.auth_key.as_ref().is_none_or(Vec::is_empty),
-        "authorization keys are not offered"
-    );
+    require!(user.auth_key.as_ref().is_none_or(Vec::is_empty), "authorization keys are not offered");
     if user_info.caps & FI_TAGGED != 0 && user.mem_tag_format != 0 {
-        require!(
-            max_tag(user.mem_tag_format) <= max_tag(prov.mem_tag_format),
-            "tag format too wide"
-        );
+        require!(max_tag(user.mem_tag_format) <= max_tag(prov.mem_tag_format), "tag format too wide");
     }
     Ok(())
 }
 
 fn check_rx(prov: &RxAttr, user: &RxAttr, info_mode: u64) -> Result<()> {
-    require!(
-        (user.caps & !IGNORED_RX_CAPS) & !prov.caps == 0,
-        "rx caps {:#x} not offered",
-        user.caps & !prov.caps
-    );
+    require!((user.caps & !IGNORED_RX_CAPS) & !prov.caps == 0, "rx caps {:#x} not offered", user.caps & !prov.caps);
     let mode = if user.mode != 0 { user.mode } else { info_mode };
     require!(mode & prov.mode == prov.mode, "required rx mode missing");
-    require!(
-        user.op_flags & !prov.op_flags == 0,
-        "rx op_flags not offered"
-    );
-    require!(
-        user.msg_order & !prov.msg_order == 0,
-        "rx msg_order not offered"
-    );
+    require!(user.op_flags & !prov.op_flags == 0, "rx op_flags not offered");
+    require!(user.msg_order & !prov.msg_order == 0, "rx msg_order not offered");
     // 2.x: comp_order and total_buffered_recv are gone; a hint must leave them 0.
     require!(user.comp_order == 0, "rx comp_order is not supported");
-    require!(
-        user.total_buffered_recv == 0,
-        "total_buffered_recv is not supported"
-    );
+    require!(user.total_buffered_recv == 0, "total_buffered_recv is not supported");
     require!(user.size <= prov.size, "rx size too large");
     require!(user.iov_limit <= prov.iov_limit, "rx iov_limit too large");
     Ok(())
 }
 
 fn check_tx(prov: &TxAttr, user: &TxAttr, info_mode: u64) -> Result<()> {
-    require!(
-        (user.caps & !IGNORED_TX_CAPS) & !prov.caps == 0,
-        "tx caps {:#x} not offered",
-        user.caps & !prov.caps
-    );
+    require!((user.caps & !IGNORED_TX_CAPS) & !prov.caps == 0, "tx caps {:#x} not offered", user.caps & !prov.caps);
     let mode = if user.mode != 0 { user.mode } else { info_mode };
     require!(mode & prov.mode == prov.mode, "required tx mode missing");
-    require!(
-        user.op_flags & !prov.op_flags == 0,
-        "tx op_flags not offered"
-    );
-    require!(
-        user.msg_order & !prov.msg_order == 0,
-        "tx msg_order not offered"
-    );
+    require!(user.op_flags & !prov.op_flags == 0, "tx op_flags not offered");
+    require!(user.msg_order & !prov.msg_order == 0, "tx msg_order not offered");
     require!(user.comp_order == 0, "tx comp_order is not supported");
-    require!(
-        user.inject_size <= prov.inject_size,
-        "inject_size too large"
-    );
+    require!(user.inject_size <= prov.inject_size, "inject_size too large");
     require!(user.size <= prov.size, "tx size too large");
     require!(user.iov_limit <= prov.iov_limit, "tx iov_limit too large");
-    require!(
-        user.rma_iov_limit <= prov.rma_iov_limit,
-        "rma_iov_limit too large"
-    );
+    require!(user.rma_iov_limit <= prov.rma_iov_limit, "rma_iov_limit too large");
     Ok(())
 }
 
 /// Whether a provider entry satisfies the hints (upstream's `ofi_check_info`).
 pub fn check_info(prov: &Info, api_version: u32, user: &Info) -> Result<()> {
     check_ep_type(&prov.ep_attr, &user.ep_attr)?;
-    require!(
-        user.caps & !prov.caps == 0,
-        "caps {:#x} not offered",
-        user.caps & !prov.caps
-    );
+    require!(user.caps & !prov.caps == 0, "caps {:#x} not offered", user.caps & !prov.caps);
     // A provider that needs FI_MR_LOCAL needs the old FI_LOCAL_MR mode bit from callers that do
     // not speak mr_mode bits.
     let mut prov_mode = prov.mode;
@@ -467,16 +344,8 @@ pub fn check_info(prov: &Info, api_version: u32, user: &Info) -> Result<()> {
     {
         prov_mode |= FI_LOCAL_MR;
     }
-    require!(
-        user.mode & prov_mode == prov_mode,
-        "required mode {:#x} missing",
-        prov_mode & !user.mode
-    );
-    require!(
-        valid_addr_format(prov.addr_format, user.addr_format),
-        "address format {} not offered",
-        user.addr_format
-    );
+    require!(user.mode & prov_mode == prov_mode, "required mode {:#x} missing", prov_mode & !user.mode);
+    require!(valid_addr_format(prov.addr_format, user.addr_format), "address format {} not offered", user.addr_format);
     check_fabric(&prov.fabric_attr, &user.fabric_attr)?;
     check_domain(api_version, &prov.domain_attr, user)?;
     check_ep(prov, user)?;
@@ -541,11 +410,7 @@ pub fn alter_info(info: &mut Info, hints: Option<&Info>, api_version: u32) {
     if hint_mr_mode & (MR_BASIC | MR_SCALABLE) != 0 {
         d.mr_mode = hint_mr_mode;
     } else if api_version < fi_version(1, 5) {
-        d.mr_mode = if d.mr_mode != 0 && d.mr_mode != MR_SCALABLE {
-            MR_BASIC
-        } else {
-            MR_SCALABLE
-        };
+        d.mr_mode = if d.mr_mode != 0 && d.mr_mode != MR_SCALABLE { MR_BASIC } else { MR_SCALABLE };
     } else {
         d.mr_mode &= !(MR_BASIC | MR_SCALABLE);
         if hints.is_some() && hint_mr_mode & d.mr_mode != d.mr_mode {
@@ -559,16 +424,8 @@ pub fn alter_info(info: &mut Info, hints: Option<&Info>, api_version: u32) {
     if d.max_err_cntr_value == 0 {
         d.max_err_cntr_value = u64::MAX;
     }
-    info.tx_attr.caps = get_caps(
-        info.caps,
-        hints.map_or(0, |h| h.tx_attr.caps),
-        info.tx_attr.caps,
-    );
-    info.rx_attr.caps = get_caps(
-        info.caps,
-        hints.map_or(0, |h| h.rx_attr.caps),
-        info.rx_attr.caps,
-    );
+    info.tx_attr.caps = get_caps(info.caps, hints.map_or(0, |h| h.tx_attr.caps), info.tx_attr.caps);
+    info.rx_attr.caps = get_caps(info.caps, hints.map_or(0, |h| h.rx_attr.caps), info.rx_attr.caps);
     let Some(h) = hints else { return };
 
     let hd = &h.domain_attr;
@@ -631,11 +488,7 @@ pub fn alter_info(info: &mut Info, hints: Option<&Info>, api_version: u32) {
 
 /// What a provider calls with its static entries: the ones that satisfy `hints`, adjusted to
 /// them. `NODATA` when none does.
-pub fn util_getinfo(
-    prov_infos: &[Info],
-    api_version: u32,
-    hints: Option<&Info>,
-) -> Result<Vec<Info>> {
+pub fn util_getinfo(prov_infos: &[Info], api_version: u32, hints: Option<&Info>) -> Result<Vec<Info>> {
     let mut out = Vec::new();
     for p in prov_infos {
         if let Some(h) = hints
@@ -647,11 +500,7 @@ pub fn util_getinfo(
         alter_info(&mut i, hints, api_version);
         out.push(i);
     }
-    if out.is_empty() {
-        Err(Errno::NODATA)
-    } else {
-        Ok(out)
-    }
+    if out.is_empty() { Err(Errno::NODATA) } else { Ok(out) }
 }
 
 // ---- across providers ----
@@ -666,10 +515,7 @@ fn name_passes(filter: &NameFilter, name: &str) -> bool {
     if !filter.is_set() {
         return true;
     }
-    let hit = filter.contains(name)
-        || name
-            .split(';')
-            .any(|part| filter.contains(part) && !name.contains(';'));
+    let hit = filter.contains(name) || name.split(';').any(|part| filter.contains(part) && !name.contains(';'));
     hit != filter.is_negated()
 }
 
@@ -714,21 +560,17 @@ pub fn getinfo(
                 i
             })
             .collect();
-        return if out.is_empty() {
-            Err(Errno::NODATA)
-        } else {
-            Ok(out)
-        };
+        return if out.is_empty() { Err(Errno::NODATA) } else { Ok(out) };
     }
     if flags & FI_SOURCE != 0 && node.is_none() && service.is_none() {
         return Err(Errno::INVAL);
     }
     let filter = provider_filter();
-    for unknown in filter.names().iter().filter(|n| {
-        !providers
-            .iter()
-            .any(|p| n.split(';').any(|x| x.eq_ignore_ascii_case(p.name())))
-    }) {
+    for unknown in filter
+        .names()
+        .iter()
+        .filter(|n| !providers.iter().any(|p| n.split(';').any(|x| x.eq_ignore_ascii_case(p.name()))))
+    {
         crate::fi_warn!(PROV, Subsys::Core, "provider {unknown} is unknown");
     }
     let mut out = Vec::new();
@@ -749,33 +591,19 @@ pub fn getinfo(
         let list = match p.getinfo(version, node, service, flags, hints) {
             Ok(l) => l,
             Err(e) => {
-                crate::fi_info!(
-                    PROV,
-                    Subsys::Core,
-                    "fi_getinfo: provider {} returned -{} ({e})",
-                    p.name(),
-                    e.0
-                );
+                crate::fi_info!(PROV, Subsys::Core, "fi_getinfo: provider {} returned -{} ({e})", p.name(), e.0);
                 continue;
             }
         };
         for mut i in list {
             if let Some(h) = hints {
                 if let Some(d) = &h.domain_attr.name
-                    && !i
-                        .domain_attr
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(d))
+                    && !i.domain_attr.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(d))
                 {
                     continue;
                 }
                 if let Some(f) = &h.fabric_attr.name
-                    && !i
-                        .fabric_attr
-                        .name
-                        .as_deref()
-                        .is_some_and(|n| n.eq_ignore_ascii_case(f))
+                    && !i.fabric_attr.name.as_deref().is_some_and(|n| n.eq_ignore_ascii_case(f))
                 {
                     continue;
                 }
@@ -786,11 +614,7 @@ pub fn getinfo(
             out.push(i);
         }
     }
-    if out.is_empty() {
-        Err(Errno::NODATA)
-    } else {
-        Ok(out)
-    }
+    if out.is_empty() { Err(Errno::NODATA) } else { Ok(out) }
 }
 
 #[cfg(test)]
@@ -872,11 +696,7 @@ mod tests {
             mr_cnt: 65536,
             ..Default::default()
         };
-        i.fabric_attr = FabricAttr {
-            name: Some("efa".into()),
-            prov_name: Some("efa".into()),
-            ..Default::default()
-        };
+        i.fabric_attr = FabricAttr { name: Some("efa".into()), prov_name: Some("efa".into()), ..Default::default() };
         i
     }
 
@@ -899,10 +719,7 @@ mod tests {
         let r = util_getinfo(&[rdm()], v(2, 6), None).unwrap();
         assert_eq!(r.len(), 1);
         // Legacy bits are stripped for 1.5+ callers; counters default to their maximum.
-        assert_eq!(
-            r[0].domain_attr.mr_mode,
-            (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32
-        );
+        assert_eq!(r[0].domain_attr.mr_mode, (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32);
         assert_eq!(r[0].domain_attr.max_cntr_value, u64::MAX);
         // Old callers get the old enum.
         let r = util_getinfo(&[rdm()], v(1, 4), None).unwrap();
@@ -916,76 +733,28 @@ mod tests {
         assert!(matches(v(2, 6), &hints(|h| h.caps = FI_TAGGED | FI_RMA)));
         assert!(!matches(v(2, 6), &hints(|h| h.caps = FI_COLLECTIVE)));
         assert!(matches(v(2, 6), &hints(|h| h.addr_format = FI_ADDR_EFA)));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.addr_format = FI_SOCKADDR_IN)
-        ));
+        assert!(!matches(v(2, 6), &hints(|h| h.addr_format = FI_SOCKADDR_IN)));
         let mut p = rdm();
         p.mode = FI_CONTEXT;
         assert!(util_getinfo(&[p.clone()], v(2, 6), Some(&hints(|_| {}))).is_err());
-        assert!(
-            util_getinfo(
-                &[p],
-                v(2, 6),
-                Some(&hints(|h| h.mode = FI_CONTEXT | FI_CONTEXT2))
-            )
-            .is_ok()
-        );
+        assert!(util_getinfo(&[p], v(2, 6), Some(&hints(|h| h.mode = FI_CONTEXT | FI_CONTEXT2))).is_ok());
     }
 
     #[test]
     fn threading_progress_and_resource_ranks() {
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.threading = FI_THREAD_DOMAIN)
-        ));
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.threading = FI_THREAD_SAFE)
-        ));
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.threading = FI_THREAD_COMPLETION)
-        ));
+        assert!(matches(v(2, 6), &hints(|h| h.domain_attr.threading = FI_THREAD_DOMAIN)));
+        assert!(matches(v(2, 6), &hints(|h| h.domain_attr.threading = FI_THREAD_SAFE)));
+        assert!(matches(v(2, 6), &hints(|h| h.domain_attr.threading = FI_THREAD_COMPLETION)));
         // 2.x dropped FID and ENDPOINT; 1.x callers may still ask for them.
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.threading = FI_THREAD_ENDPOINT)
-        ));
-        assert!(matches(
-            v(1, 17),
-            &hints(|h| h.domain_attr.threading = FI_THREAD_ENDPOINT)
-        ));
-        assert!(matches(
-            v(1, 17),
-            &hints(|h| h.domain_attr.threading = FI_THREAD_FID)
-        ));
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.progress = FI_PROGRESS_MANUAL)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.progress = FI_PROGRESS_AUTO)
-        ));
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.resource_mgmt = FI_RM_DISABLED)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.av_type = FI_AV_MAP)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.cq_data_size = 8)
-        ));
-        let r = util_getinfo(
-            &[rdm()],
-            v(2, 6),
-            Some(&hints(|h| h.domain_attr.threading = FI_THREAD_DOMAIN)),
-        )
-        .unwrap();
+        assert!(!matches(v(2, 6), &hints(|h| h.domain_attr.threading = FI_THREAD_ENDPOINT)));
+        assert!(matches(v(1, 17), &hints(|h| h.domain_attr.threading = FI_THREAD_ENDPOINT)));
+        assert!(matches(v(1, 17), &hints(|h| h.domain_attr.threading = FI_THREAD_FID)));
+        assert!(matches(v(2, 6), &hints(|h| h.domain_attr.progress = FI_PROGRESS_MANUAL)));
+        assert!(!matches(v(2, 6), &hints(|h| h.domain_attr.progress = FI_PROGRESS_AUTO)));
+        assert!(matches(v(2, 6), &hints(|h| h.domain_attr.resource_mgmt = FI_RM_DISABLED)));
+        assert!(!matches(v(2, 6), &hints(|h| h.domain_attr.av_type = FI_AV_MAP)));
+        assert!(!matches(v(2, 6), &hints(|h| h.domain_attr.cq_data_size = 8)));
+        let r = util_getinfo(&[rdm()], v(2, 6), Some(&hints(|h| h.domain_attr.threading = FI_THREAD_DOMAIN))).unwrap();
         assert_eq!(r[0].domain_attr.threading, FI_THREAD_DOMAIN);
     }
 
@@ -1011,31 +780,17 @@ mod tests {
             })
         ));
         // Legacy modes: BASIC alone is accepted (provider lists it), SCALABLE is not.
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.mr_mode = MR_BASIC)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.mr_mode = MR_SCALABLE)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.domain_attr.mr_mode = MR_BASIC | FI_MR_LOCAL as i32)
-        ));
+        assert!(matches(v(2, 6), &hints(|h| h.domain_attr.mr_mode = MR_BASIC)));
+        assert!(!matches(v(2, 6), &hints(|h| h.domain_attr.mr_mode = MR_SCALABLE)));
+        assert!(!matches(v(2, 6), &hints(|h| h.domain_attr.mr_mode = MR_BASIC | FI_MR_LOCAL as i32)));
         assert!(matches(v(1, 4), &hints(|h| h.domain_attr.mr_mode = 0)));
-        assert!(!matches(
-            v(1, 4),
-            &hints(|h| h.domain_attr.mr_mode = MR_SCALABLE)
-        ));
+        assert!(!matches(v(1, 4), &hints(|h| h.domain_attr.mr_mode = MR_SCALABLE)));
         // Without caps in the hint no RMA-target mode is required, and remote access is dropped
         // from the answer when the hint did not accept those modes.
         let r = util_getinfo(
             &[rdm()],
             v(2, 6),
-            Some(&hints(|h| {
-                h.domain_attr.mr_mode = (FI_MR_LOCAL | FI_MR_ALLOCATED) as i32
-            })),
+            Some(&hints(|h| h.domain_attr.mr_mode = (FI_MR_LOCAL | FI_MR_ALLOCATED) as i32)),
         )
         .unwrap();
         assert_eq!(r[0].caps & (FI_REMOTE_READ | FI_REMOTE_WRITE), 0);
@@ -1055,31 +810,13 @@ mod tests {
     fn attribute_limits() {
         assert!(!matches(v(2, 6), &hints(|h| h.tx_attr.inject_size = 4097)));
         assert!(!matches(v(2, 6), &hints(|h| h.tx_attr.iov_limit = 5)));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.rx_attr.comp_order = FI_ORDER_STRICT)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.rx_attr.total_buffered_recv = 1)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.tx_attr.msg_order = FI_ORDER_RAW)
-        ));
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.tx_attr.msg_order = FI_ORDER_SAS)
-        ));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.ep_attr.protocol = FI_PROTO_SHM)
-        ));
+        assert!(!matches(v(2, 6), &hints(|h| h.rx_attr.comp_order = FI_ORDER_STRICT)));
+        assert!(!matches(v(2, 6), &hints(|h| h.rx_attr.total_buffered_recv = 1)));
+        assert!(!matches(v(2, 6), &hints(|h| h.tx_attr.msg_order = FI_ORDER_RAW)));
+        assert!(matches(v(2, 6), &hints(|h| h.tx_attr.msg_order = FI_ORDER_SAS)));
+        assert!(!matches(v(2, 6), &hints(|h| h.ep_attr.protocol = FI_PROTO_SHM)));
         assert!(!matches(v(2, 6), &hints(|h| h.ep_attr.tx_ctx_cnt = 2)));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.ep_attr.tx_ctx_cnt = FI_SHARED_CONTEXT)
-        ));
+        assert!(!matches(v(2, 6), &hints(|h| h.ep_attr.tx_ctx_cnt = FI_SHARED_CONTEXT)));
         let mut narrow = rdm();
         narrow.ep_attr.mem_tag_format = 0x0000_FFFF_FFFF_FFFF;
         let wide = hints(|h| {
@@ -1088,14 +825,8 @@ mod tests {
         });
         assert!(util_getinfo(&[narrow], v(2, 6), Some(&wide)).is_err());
         assert!(matches(v(2, 6), &wide));
-        assert!(!matches(
-            v(2, 6),
-            &hints(|h| h.fabric_attr.prov_name = Some("shm".into()))
-        ));
-        assert!(matches(
-            v(2, 6),
-            &hints(|h| h.fabric_attr.prov_name = Some("ofi_rxm;EFA".into()))
-        ));
+        assert!(!matches(v(2, 6), &hints(|h| h.fabric_attr.prov_name = Some("shm".into()))));
+        assert!(matches(v(2, 6), &hints(|h| h.fabric_attr.prov_name = Some("ofi_rxm;EFA".into()))));
         // Hinted limits replace the provider's.
         let r = util_getinfo(&[rdm()], v(2, 6), Some(&hints(|h| h.tx_attr.size = 16))).unwrap();
         assert_eq!(r[0].tx_attr.size, 16);
@@ -1105,18 +836,10 @@ mod tests {
     fn caps_follow_the_hint() {
         let r = util_getinfo(&[rdm()], v(2, 6), Some(&hints(|h| h.caps = FI_TAGGED))).unwrap();
         // Direction bits are filled in; FI_SOURCE only when asked; secondary caps stay.
-        assert_eq!(
-            r[0].caps & (FI_TAGGED | FI_SEND | FI_RECV),
-            FI_TAGGED | FI_SEND | FI_RECV
-        );
+        assert_eq!(r[0].caps & (FI_TAGGED | FI_SEND | FI_RECV), FI_TAGGED | FI_SEND | FI_RECV);
         assert_eq!(r[0].caps & (FI_MSG | FI_RMA | FI_SOURCE), 0);
         assert_ne!(r[0].caps & FI_MULTI_RECV, 0);
-        let r = util_getinfo(
-            &[rdm()],
-            v(2, 6),
-            Some(&hints(|h| h.caps = FI_MSG | FI_SOURCE)),
-        )
-        .unwrap();
+        let r = util_getinfo(&[rdm()], v(2, 6), Some(&hints(|h| h.caps = FI_MSG | FI_SOURCE))).unwrap();
         assert_ne!(r[0].caps & FI_SOURCE, 0);
     }
 
@@ -1151,53 +874,23 @@ mod tests {
         let (a, b, hidden) = (Fake("efa", false), Fake("shm", false), Fake("secret", true));
         let provs: [&dyn InfoProvider; 3] = [&a, &b, &hidden];
         let all = getinfo(&provs, v(1, 21), None, None, 0, None).unwrap();
-        let names: Vec<_> = all
-            .iter()
-            .map(|i| i.fabric_attr.prov_name.clone().unwrap())
-            .collect();
+        let names: Vec<_> = all.iter().map(|i| i.fabric_attr.prov_name.clone().unwrap()).collect();
         assert_eq!(names, ["efa", "shm"]);
-        assert!(all.iter().all(
-            |i| i.fabric_attr.api_version == v(1, 21) && i.fabric_attr.prov_version == v(1, 0)
-        ));
-        let only = getinfo(
-            &provs,
-            v(1, 21),
-            None,
-            None,
-            0,
-            Some(&hints(|h| h.fabric_attr.prov_name = Some("shm".into()))),
-        )
-        .unwrap();
+        assert!(all.iter().all(|i| i.fabric_attr.api_version == v(1, 21) && i.fabric_attr.prov_version == v(1, 0)));
+        let only =
+            getinfo(&provs, v(1, 21), None, None, 0, Some(&hints(|h| h.fabric_attr.prov_name = Some("shm".into()))))
+                .unwrap();
         assert_eq!(only.len(), 1);
-        let dom = getinfo(
-            &provs,
-            v(1, 21),
-            None,
-            None,
-            0,
-            Some(&hints(|h| h.domain_attr.name = Some("EFA-DOM".into()))),
-        )
-        .unwrap();
+        let dom =
+            getinfo(&provs, v(1, 21), None, None, 0, Some(&hints(|h| h.domain_attr.name = Some("EFA-DOM".into()))))
+                .unwrap();
         assert_eq!(dom[0].fabric_attr.prov_name.as_deref(), Some("efa"));
-        assert_eq!(
-            getinfo(&provs, v(2, 7), None, None, 0, None),
-            Err(Errno::NOSYS)
-        );
-        assert_eq!(
-            getinfo(&provs, v(2, 6), None, None, FI_SOURCE, None),
-            Err(Errno::INVAL)
-        );
+        assert_eq!(getinfo(&provs, v(2, 7), None, None, 0, None), Err(Errno::NOSYS));
+        assert_eq!(getinfo(&provs, v(2, 6), None, None, FI_SOURCE, None), Err(Errno::INVAL));
         let attr_only = getinfo(&provs, v(2, 6), None, None, FI_PROV_ATTR_ONLY, None).unwrap();
         assert_eq!(attr_only.len(), 2);
         assert_eq!(
-            getinfo(
-                &provs,
-                v(2, 6),
-                None,
-                None,
-                0,
-                Some(&hints(|h| h.domain_attr.name = Some("none".into())))
-            ),
+            getinfo(&provs, v(2, 6), None, None, 0, Some(&hints(|h| h.domain_attr.name = Some("none".into())))),
             Err(Errno::NODATA)
         );
     }

@@ -52,9 +52,7 @@ pub enum Subsys {
     Cntr = 9,
 }
 
-pub const SUBSYS_NAMES: [&str; 10] = [
-    "core", "fabric", "domain", "ep_ctrl", "ep_data", "av", "cq", "eq", "mr", "cntr",
-];
+pub const SUBSYS_NAMES: [&str; 10] = ["core", "fabric", "domain", "ep_ctrl", "ep_data", "av", "cq", "eq", "mr", "cntr"];
 
 impl Subsys {
     pub fn name(self) -> &'static str {
@@ -78,11 +76,7 @@ impl NameFilter {
             Some(rest) => (true, rest),
             None => (false, spec),
         };
-        let names = list
-            .split(',')
-            .map(|s| s.trim().to_ascii_lowercase())
-            .filter(|s| !s.is_empty())
-            .collect();
+        let names = list.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
         NameFilter { negated, names }
     }
 
@@ -147,29 +141,20 @@ static CONFIG: LazyLock<Config> = LazyLock::new(|| {
 /// `FI_LOG_LOCATION` naming a directory writes `ofi_<pid>.log` in it; a file must not exist yet.
 fn open_log_file(path: &str) -> Option<Box<dyn Write + Send>> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mode = env("FI_LOG_LOCATION_MODE")
-        .and_then(|m| u32::from_str_radix(m.trim_start_matches("0o"), 8).ok());
+    let mode = env("FI_LOG_LOCATION_MODE").and_then(|m| u32::from_str_radix(m.trim_start_matches("0o"), 8).ok());
     let target = if std::path::Path::new(path).is_dir() {
         std::path::Path::new(path).join(format!("ofi_{}.log", std::process::id()))
     } else {
         std::path::PathBuf::from(path)
     };
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode.unwrap_or(0o600))
-        .open(target)
-        .ok()?;
+    let f = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode.unwrap_or(0o600)).open(target).ok()?;
     Some(Box::new(f))
 }
 
 /// `FI_LOG_INTERVAL`: minimum milliseconds between rate-limited lines (`fi_log_ready`).
 pub fn interval_ms() -> u64 {
-    static INTERVAL: LazyLock<u64> = LazyLock::new(|| {
-        env("FI_LOG_INTERVAL")
-            .map(|v| super::params::parse_long(&v).max(0) as u64)
-            .unwrap_or(2000)
-    });
+    static INTERVAL: LazyLock<u64> =
+        LazyLock::new(|| env("FI_LOG_INTERVAL").map(|v| super::params::parse_long(&v).max(0) as u64).unwrap_or(2000));
     *INTERVAL
 }
 
@@ -182,18 +167,8 @@ pub fn enabled(prov: &str, level: Level, subsys: Subsys) -> bool {
 }
 
 /// Writes one line (the caller checked `enabled`).
-pub fn write(
-    prov: &str,
-    level: Level,
-    subsys: Subsys,
-    func: &str,
-    line: u32,
-    msg: fmt::Arguments<'_>,
-) {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+pub fn write(prov: &str, level: Level, subsys: Subsys, func: &str, line: u32, msg: fmt::Arguments<'_>) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let text = format!(
         "libfabric:{}:{}::{}:{}:{}():{}<{}> {}",
         std::process::id(),
@@ -206,11 +181,7 @@ pub fn write(
         msg
     );
     let mut sink = CONFIG.sink.lock().unwrap_or_else(|e| e.into_inner());
-    let _ = if text.ends_with('\n') {
-        sink.write_all(text.as_bytes())
-    } else {
-        writeln!(sink, "{text}")
-    };
+    let _ = if text.ends_with('\n') { sink.write_all(text.as_bytes()) } else { writeln!(sink, "{text}") };
 }
 
 /// `fi_warn!(prov, Subsys::X, "fmt", args)`: log at warn level if enabled.

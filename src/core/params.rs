@@ -40,9 +40,7 @@ static DEFINED: Mutex<Vec<Param>> = Mutex::new(Vec::new());
 /// `FI_<PROV>_<NAME>` or `FI_<NAME>`.
 pub fn env_name(prov: Option<&str>, name: &str) -> String {
     match prov {
-        Some(p) if !p.is_empty() && p != "core" => {
-            format!("FI_{}_{}", p, name).to_ascii_uppercase()
-        }
+        Some(p) if !p.is_empty() && p != "core" => format!("FI_{}_{}", p, name).to_ascii_uppercase(),
         _ => format!("FI_{}", name).to_ascii_uppercase(),
     }
 }
@@ -59,22 +57,14 @@ pub fn define(prov: Option<&str>, name: &str, type_: ParamType, help: &str) -> R
         Some(p) if !p.is_empty() && p != "core" => format!("{p}: {help}"),
         _ => help.to_string(),
     };
-    defined.push(Param {
-        name: env,
-        type_,
-        help,
-    });
+    defined.push(Param { name: env, type_, help });
     Ok(())
 }
 
 fn lookup(prov: Option<&str>, name: &str) -> Result<Param> {
     let env = env_name(prov, name);
     let defined = DEFINED.lock().unwrap_or_else(|e| e.into_inner());
-    defined
-        .iter()
-        .find(|p| p.name == env)
-        .cloned()
-        .ok_or(Errno::NOENT)
+    defined.iter().find(|p| p.name == env).cloned().ok_or(Errno::NOENT)
 }
 
 /// The raw string of a defined parameter: `NOENT` if never defined, `NODATA` if unset.
@@ -98,9 +88,7 @@ pub fn parse_long(s: &str) -> i64 {
     } else {
         (10, t)
     };
-    let end = digits
-        .find(|c: char| !c.is_digit(radix))
-        .unwrap_or(digits.len());
+    let end = digits.find(|c: char| !c.is_digit(radix)).unwrap_or(digits.len());
     let v = i64::from_str_radix(&digits[..end], radix).unwrap_or(0);
     if neg { -v } else { v }
 }
@@ -162,10 +150,7 @@ mod tests {
 
     #[test]
     fn names_and_parsing() {
-        assert_eq!(
-            env_name(Some("efa"), "tx_min_credits"),
-            "FI_EFA_TX_MIN_CREDITS"
-        );
+        assert_eq!(env_name(Some("efa"), "tx_min_credits"), "FI_EFA_TX_MIN_CREDITS");
         assert_eq!(env_name(None, "log_level"), "FI_LOG_LEVEL");
         assert_eq!(parse_long("0x10"), 16);
         assert_eq!(parse_long("010"), 8);
@@ -176,15 +161,9 @@ mod tests {
 
     #[test]
     fn undefined_and_unset() {
-        assert_eq!(
-            get_raw(Some("testprov"), "never_defined"),
-            Err(Errno::NOENT)
-        );
+        assert_eq!(get_raw(Some("testprov"), "never_defined"), Err(Errno::NOENT));
         define(Some("testprov"), "unset_knob", ParamType::Int, "x").unwrap();
-        assert_eq!(
-            define(Some("testprov"), "unset_knob", ParamType::Int, "x"),
-            Err(Errno::ALREADY)
-        );
+        assert_eq!(define(Some("testprov"), "unset_knob", ParamType::Int, "x"), Err(Errno::ALREADY));
         assert_eq!(get_int(Some("testprov"), "unset_knob"), Err(Errno::NODATA));
     }
 }

@@ -61,12 +61,7 @@ pub unsafe extern "C" fn fi_log_enabled(prov: *const fi_provider, level: u32, su
 /// fi_log_ready as declared in `rdma/providers/fi_log.h`: enabled and the rate limit allows
 /// another line now (`showtime` holds the next allowed time in ms).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn fi_log_ready(
-    prov: *const fi_provider,
-    level: u32,
-    sub: u32,
-    showtime: *mut u64,
-) -> c_int {
+pub unsafe extern "C" fn fi_log_ready(prov: *const fi_provider, level: u32, sub: u32, showtime: *mut u64) -> c_int {
     super::guard(0, || {
         // SAFETY: forwarded.
         if unsafe { fi_log_enabled(prov, level, sub) } == 0 {
@@ -75,9 +70,8 @@ pub unsafe extern "C" fn fi_log_ready(
         if showtime.is_null() {
             return 1;
         }
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
+        let now =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         // SAFETY: non-null in/out parameter.
         unsafe {
             if now < *showtime {
@@ -112,12 +106,8 @@ pub unsafe extern "C" fn fabric_log_message(
             return;
         }
         // SAFETY: C strings or NULL.
-        let (func, msg) = unsafe {
-            (
-                opt_str(func).ok().flatten().unwrap_or(""),
-                opt_str(msg).ok().flatten().unwrap_or(""),
-            )
-        };
+        let (func, msg) =
+            unsafe { (opt_str(func).ok().flatten().unwrap_or(""), opt_str(msg).ok().flatten().unwrap_or("")) };
         log::write(&name, l, s, func, line.max(0) as u32, format_args!("{msg}"));
     })
 }
@@ -146,11 +136,7 @@ pub unsafe extern "C" fn fabric_param_define(
 /// fi_param_get(3): `value` points to a `char *`, `int`, `int` (bool) or `size_t` per the
 /// parameter's type.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn fi_param_get(
-    prov: *mut fi_provider,
-    name: *const c_char,
-    value: *mut c_void,
-) -> c_int {
+pub unsafe extern "C" fn fi_param_get(prov: *mut fi_provider, name: *const c_char, value: *mut c_void) -> c_int {
     int_ret(|| {
         // SAFETY: per the contract.
         let (pname, name) = unsafe { (prov_name(prov), opt_str(name)?) };
@@ -170,9 +156,7 @@ pub unsafe extern "C" fn fi_param_get(
                 }
                 ParamType::Int => *value.cast::<c_int>() = params::parse_long(&raw) as c_int,
                 ParamType::Bool => *value.cast::<c_int>() = c_int::from(params::parse_bool(&raw)?),
-                ParamType::SizeT => {
-                    *value.cast::<usize>() = params::parse_long(&raw).max(0) as usize
-                }
+                ParamType::SizeT => *value.cast::<usize>() = params::parse_long(&raw).max(0) as usize,
             }
         }
         Ok(())
@@ -193,8 +177,7 @@ pub unsafe extern "C" fn fi_getparams(out: *mut *mut fi_param, count: *mut c_int
         // fi_freeparams).
         // SAFETY: calloc of (n + 1) entries; each string is a fresh malloc'd copy.
         unsafe {
-            let arr =
-                libc::calloc(list.len() + 1, core::mem::size_of::<fi_param>()).cast::<fi_param>();
+            let arr = libc::calloc(list.len() + 1, core::mem::size_of::<fi_param>()).cast::<fi_param>();
             if arr.is_null() {
                 return Err(Errno::NOMEM);
             }
@@ -204,9 +187,7 @@ pub unsafe extern "C" fn fi_getparams(out: *mut *mut fi_param, count: *mut c_int
                     name: dup(&p.name).cast_const(),
                     type_: p.type_ as u32,
                     help_string: dup(&p.help).cast_const(),
-                    value: value
-                        .as_deref()
-                        .map_or(ptr::null(), |v| dup(v).cast_const()),
+                    value: value.as_deref().map_or(ptr::null(), |v| dup(v).cast_const()),
                 };
             }
             *out = arr;

@@ -1,11 +1,14 @@
 //! Providers: efa (EFA RDM protocol over a device layer) and shm (shared memory).
 
+pub mod shm;
+
 use crate::core::provider::InfoProvider;
 use crate::util::Provider;
 
 /// Every provider, in upstream's default order (efa before shm).
 pub fn registry() -> &'static [&'static dyn Provider] {
-    &[]
+    static REGISTRY: [&dyn Provider; 1] = [&shm::SHM];
+    &REGISTRY
 }
 
 /// The providers as `fi_getinfo` sees them.

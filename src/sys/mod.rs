@@ -2,8 +2,10 @@
 //! `unsafe` is allowed; every block says why it is sound.
 #![allow(unsafe_code)]
 
+pub mod cma;
 pub mod long_double;
 pub mod mem;
 pub mod os;
 pub mod poll;
 pub mod random;
+pub mod shm;

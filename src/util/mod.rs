@@ -12,6 +12,7 @@ pub mod eq;
 pub mod mr;
 pub mod provider;
 pub mod rxq;
+pub mod slab;
 pub mod wait;
 
 pub use provider::{Bind, Domain, Endpoint, Fabric, Progress, Provider};

@@ -1,0 +1,230 @@
+//! Commands exchanged through region rings: a 64-byte header and a 248-byte body.
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 0 | op (`OP_*`) |
+//! | 1 | proto: where the payload is (`PROTO_*`) |
+//! | 2..4 | flags (`F_*`) |
+//! | 4..8 | status (ACK: 0 or a positive `FI_E*`) |
+//! | 8..16 | sender token (identifies the sending endpoint) |
+//! | 16..24 | op id (the sender's operation, echoed back in ACK/GO/DATA) |
+//! | 24..32 | len (payload bytes) |
+//! | 32..40 | tag |
+//! | 40..48 | CQ data |
+//! | 48..56 | aux (bounce buffer index, iov count, peer op id...) |
+//! | 56..64 | aux2 (rma entry count, datatype/op, offset...) |
+//! | 64..312 | body: inline bytes, iov lists, rma lists |
+//!
+//! Decoding never fails: every field is checked where it is used (a peer may be hostile).
+
+use super::region::CMD_SIZE;
+use crate::sys::cma::Remote;
+
+pub const HDR: usize = 64;
+pub const BODY: usize = CMD_SIZE - HDR;
+
+/// First command to a peer: the sender's name (body) and pid (aux).
+pub const OP_CONNECT: u8 = 1;
+/// A message (fi_send, fi_tsend...).
+pub const OP_MSG: u8 = 2;
+/// RMA write: target entries in the body, then the payload description.
+pub const OP_WRITE: u8 = 3;
+/// RMA read: target entries in the body, then the initiator's destination iovs.
+pub const OP_READ: u8 = 4;
+/// Atomic: target entries (addr, count, key) in the body, operands inline or in a bounce buffer.
+pub const OP_ATOMIC: u8 = 5;
+/// Completion of the sender's op `op_id`, with a status; fetch results inline or bounced.
+pub const OP_ACK: u8 = 6;
+/// Segmented path: the sink is ready; the source may push DATA for op `op_id` to sink op `aux`.
+pub const OP_GO: u8 = 7;
+/// Segmented path: `len` bytes at offset `aux2` of the transfer are in the source's bounce
+/// buffer `aux`, for sink op `op_id`.
+pub const OP_DATA: u8 = 8;
+
+/// Payload in the body.
+pub const PROTO_INLINE: u8 = 0;
+/// Payload in the sender's bounce buffer `aux`.
+pub const PROTO_BOUNCE: u8 = 1;
+/// Payload in the sender's memory, named by an iov list; the handler copies it with CMA.
+pub const PROTO_IOV: u8 = 2;
+/// Payload pushed later through bounce buffers (GO / DATA).
+pub const PROTO_SEG: u8 = 3;
+
+pub const F_TAGGED: u16 = 1 << 0;
+pub const F_CQ_DATA: u16 = 1 << 1;
+/// The sender waits for an ACK before completing.
+pub const F_ACK: u16 = 1 << 2;
+/// DATA for an initiator's (tx) operation rather than a receiver's (rx) one.
+pub const F_TO_TX: u16 = 1 << 3;
+pub const F_FETCH: u16 = 1 << 4;
+pub const F_COMPARE: u16 = 1 << 5;
+
+/// Room for RMA target entries at the start of the body (4 × 24 bytes).
+pub const RMA_AREA: usize = 96;
+/// Inline bytes after the RMA area.
+pub const RMA_INLINE: usize = BODY - RMA_AREA;
+
+#[derive(Clone, Copy)]
+pub struct Cmd {
+    pub op: u8,
+    pub proto: u8,
+    pub flags: u16,
+    pub status: i32,
+    pub sender: u64,
+    pub op_id: u64,
+    pub len: u64,
+    pub tag: u64,
+    pub data: u64,
+    pub aux: u64,
+    pub aux2: u64,
+    pub body: [u8; BODY],
+}
+
+impl core::fmt::Debug for Cmd {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Cmd")
+            .field("op", &self.op)
+            .field("proto", &self.proto)
+            .field("flags", &self.flags)
+            .field("op_id", &self.op_id)
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+fn rd(b: &[u8], off: usize) -> u64 {
+    u64::from_le_bytes(b[off..off + 8].try_into().unwrap_or([0; 8]))
+}
+
+impl Cmd {
+    pub fn new(op: u8, sender: u64) -> Cmd {
+        Cmd {
+            op,
+            proto: PROTO_INLINE,
+            flags: 0,
+            status: 0,
+            sender,
+            op_id: 0,
+            len: 0,
+            tag: 0,
+            data: 0,
+            aux: 0,
+            aux2: 0,
+            body: [0; BODY],
+        }
+    }
+
+    pub fn encode(&self, out: &mut [u8; CMD_SIZE]) {
+        out[0] = self.op;
+        out[1] = self.proto;
+        out[2..4].copy_from_slice(&self.flags.to_le_bytes());
+        out[4..8].copy_from_slice(&self.status.to_le_bytes());
+        for (i, v) in [self.sender, self.op_id, self.len, self.tag, self.data, self.aux, self.aux2].iter().enumerate() {
+            out[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        out[HDR..].copy_from_slice(&self.body);
+    }
+
+    pub fn decode(b: &[u8; CMD_SIZE]) -> Cmd {
+        let mut body = [0u8; BODY];
+        body.copy_from_slice(&b[HDR..]);
+        Cmd {
+            op: b[0],
+            proto: b[1],
+            flags: u16::from_le_bytes([b[2], b[3]]),
+            status: i32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+            sender: rd(b, 8),
+            op_id: rd(b, 16),
+            len: rd(b, 24),
+            tag: rd(b, 32),
+            data: rd(b, 40),
+            aux: rd(b, 48),
+            aux2: rd(b, 56),
+            body,
+        }
+    }
+
+    /// Writes `(addr, len)` pairs at `off` of the body; returns false if they do not fit.
+    pub fn put_iovs(&mut self, off: usize, iov: &[Remote]) -> bool {
+        if off + iov.len() * 16 > BODY {
+            return false;
+        }
+        for (i, r) in iov.iter().enumerate() {
+            let o = off + 16 * i;
+            self.body[o..o + 8].copy_from_slice(&r.addr.to_le_bytes());
+            self.body[o + 8..o + 16].copy_from_slice(&(r.len as u64).to_le_bytes());
+        }
+        true
+    }
+
+    /// Reads `count` `(addr, len)` pairs at `off` (None if they would not fit in the body).
+    pub fn iovs(&self, off: usize, count: usize) -> Option<Vec<Remote>> {
+        if count > 8 || off + count * 16 > BODY {
+            return None;
+        }
+        Some(
+            (0..count)
+                .map(|i| Remote { addr: rd(&self.body, off + 16 * i), len: rd(&self.body, off + 16 * i + 8) as usize })
+                .collect(),
+        )
+    }
+
+    /// Writes RMA target entries `(addr, len-or-count, key)` at the start of the body.
+    pub fn put_rma(&mut self, rma: &[(u64, u64, u64)]) -> bool {
+        if rma.len() * 24 > RMA_AREA {
+            return false;
+        }
+        for (i, (a, l, k)) in rma.iter().enumerate() {
+            let o = 24 * i;
+            self.body[o..o + 8].copy_from_slice(&a.to_le_bytes());
+            self.body[o + 8..o + 16].copy_from_slice(&l.to_le_bytes());
+            self.body[o + 16..o + 24].copy_from_slice(&k.to_le_bytes());
+        }
+        true
+    }
+
+    pub fn rma(&self, count: usize) -> Option<Vec<(u64, u64, u64)>> {
+        if count == 0 || count * 24 > RMA_AREA {
+            return None;
+        }
+        Some(
+            (0..count)
+                .map(|i| (rd(&self.body, 24 * i), rd(&self.body, 24 * i + 8), rd(&self.body, 24 * i + 16)))
+                .collect(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_bounds() {
+        let mut c = Cmd::new(OP_WRITE, 0xdead);
+        c.proto = PROTO_IOV;
+        c.flags = F_ACK | F_CQ_DATA;
+        c.status = -5;
+        c.len = 1 << 40;
+        c.aux2 = 3;
+        assert!(c.put_rma(&[(1, 2, 3), (4, 5, 6)]));
+        assert!(!c.put_rma(&[(0, 0, 0); 5]));
+        assert!(c.put_iovs(RMA_AREA, &[Remote { addr: 9, len: 10 }]));
+        assert!(!c.put_iovs(BODY - 8, &[Remote { addr: 9, len: 10 }]));
+        let mut b = [0u8; CMD_SIZE];
+        c.encode(&mut b);
+        let d = Cmd::decode(&b);
+        assert_eq!(
+            (d.op, d.proto, d.flags, d.status, d.sender, d.len, d.aux2),
+            (OP_WRITE, PROTO_IOV, F_ACK | F_CQ_DATA, -5, 0xdead, 1 << 40, 3)
+        );
+        assert_eq!(d.rma(2).unwrap(), [(1, 2, 3), (4, 5, 6)]);
+        assert_eq!(d.iovs(RMA_AREA, 1).unwrap(), [Remote { addr: 9, len: 10 }]);
+        assert!(d.rma(0).is_none() && d.rma(5).is_none());
+        assert!(d.iovs(0, 100).is_none());
+        // Any bytes decode without panicking.
+        let junk = [0xffu8; CMD_SIZE];
+        let j = Cmd::decode(&junk);
+        assert!(j.iovs(240, 2).is_none());
+    }
+}

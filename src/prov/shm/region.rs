@@ -1,0 +1,335 @@
+//! An endpoint's shared-memory region: the only part of the shm provider that touches shared
+//! memory directly.
+//!
+//! Layout (offsets from the start; every process maps the region at its own address):
+//!
+//! | part | what | written by |
+//! | --- | --- | --- |
+//! | header | magic, version, owner uid/pid, state, sizes, a random token | owner |
+//! | ring | a bounded multi-producer queue of fixed-size command slots | peers push, owner pops |
+//! | bounce buffers | `BOUNCE_BUFS` buffers of `BOUNCE_SIZE` bytes with a state word each | owner fills, peers read and release |
+//!
+//! Peers may be buggy or hostile: everything read from a region is bounds-checked before use,
+//! and nothing in it is ever turned into a reference or an index without a check.
+#![allow(unsafe_code)]
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering, fence};
+
+use crate::core::{Errno, Result};
+use crate::sys::shm::ShmMap;
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"fabricSM");
+pub const VERSION: u32 = 1;
+/// Command slots in the ring (a power of two).
+pub const RING_SLOTS: usize = 1024;
+/// Bytes of one slot: an 8-byte sequence word and the command.
+pub const SLOT_SIZE: usize = 320;
+/// Bytes of a command.
+pub const CMD_SIZE: usize = SLOT_SIZE - 8;
+/// Bounce buffers for data that cannot be copied across processes in one step (inject, results,
+/// and the segmented path used when cross-memory attach is unavailable).
+pub const BOUNCE_BUFS: usize = 64;
+pub const BOUNCE_SIZE: usize = 64 * 1024;
+
+const HEADER_SIZE: usize = 256;
+const RING_CTL_OFF: usize = HEADER_SIZE;
+const RING_OFF: usize = RING_CTL_OFF + 128;
+const BUF_STATE_OFF: usize = RING_OFF + RING_SLOTS * SLOT_SIZE;
+const BUF_OFF: usize = BUF_STATE_OFF + BOUNCE_BUFS * 64;
+pub const REGION_SIZE: usize = BUF_OFF + BOUNCE_BUFS * BOUNCE_SIZE;
+
+pub const STATE_READY: u32 = 1;
+pub const STATE_CLOSED: u32 = 2;
+
+const BUF_FREE: u32 = 0;
+const BUF_USED: u32 = 1;
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    uid: AtomicU32,
+    pid: AtomicU32,
+    state: AtomicU32,
+    token: AtomicU64,
+    /// The owner's address of the region (for the cross-memory-attach probe).
+    base: AtomicU64,
+    size: AtomicU64,
+}
+
+/// A mapped region (ours or a peer's).
+#[derive(Debug)]
+pub struct Region {
+    map: ShmMap,
+    name: String,
+    owner: bool,
+    /// Owner only: where the next bounce-buffer search starts.
+    next_buf: AtomicU32,
+}
+
+impl Region {
+    /// Creates this endpoint's region `name` (owner-only permissions). A stale region of a dead
+    /// process with the same name is removed first.
+    pub fn create(name: &str, token: u64) -> Result<Region> {
+        let map = match ShmMap::create(name, REGION_SIZE) {
+            Ok(m) => m,
+            Err(e) if e.0 == libc::EEXIST => {
+                if let Ok(old) = Region::open(name)
+                    && crate::sys::os::process_alive(old.pid() as i32)
+                    && old.state() == STATE_READY
+                {
+                    return Err(Errno::ADDRINUSE);
+                }
+                crate::sys::shm::unlink(name);
+                ShmMap::create(name, REGION_SIZE)?
+            }
+            Err(e) => return Err(e),
+        };
+        let r = Region { map, name: name.to_string(), owner: true, next_buf: AtomicU32::new(0) };
+        let h = r.header();
+        h.version.store(VERSION, Ordering::Relaxed);
+        h.uid.store(crate::sys::os::uid(), Ordering::Relaxed);
+        h.pid.store(crate::sys::os::pid(), Ordering::Relaxed);
+        h.token.store(token, Ordering::Relaxed);
+        h.base.store(r.map.as_ptr() as u64, Ordering::Relaxed);
+        h.size.store(REGION_SIZE as u64, Ordering::Relaxed);
+        for i in 0..RING_SLOTS {
+            r.slot_seq(i).store(i as u64, Ordering::Relaxed);
+        }
+        h.magic.store(MAGIC, Ordering::Relaxed);
+        h.state.store(STATE_READY, Ordering::Release);
+        Ok(r)
+    }
+
+    /// Maps a peer's region, checking owner, permissions, magic, version and size.
+    pub fn open(name: &str) -> Result<Region> {
+        let map = ShmMap::open(name, REGION_SIZE)?;
+        let r = Region { map, name: name.to_string(), owner: false, next_buf: AtomicU32::new(0) };
+        let h = r.header();
+        if h.magic.load(Ordering::Acquire) != MAGIC
+            || h.version.load(Ordering::Relaxed) != VERSION
+            || h.uid.load(Ordering::Relaxed) != crate::sys::os::uid()
+            || h.size.load(Ordering::Relaxed) != REGION_SIZE as u64
+        {
+            return Err(Errno::PROTO);
+        }
+        Ok(r)
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping is at least REGION_SIZE bytes (checked at create/open), page
+        // aligned, and the header is made of atomics, valid for any bit pattern.
+        unsafe { &*self.map.as_ptr().cast::<Header>() }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.header().pid.load(Ordering::Relaxed)
+    }
+
+    pub fn token(&self) -> u64 {
+        self.header().token.load(Ordering::Relaxed)
+    }
+
+    pub fn state(&self) -> u32 {
+        self.header().state.load(Ordering::Acquire)
+    }
+
+    pub fn set_state(&self, s: u32) {
+        self.header().state.store(s, Ordering::Release);
+    }
+
+    /// Whether the owner is gone: closed its endpoint, or its process exited.
+    pub fn owner_gone(&self) -> bool {
+        self.state() != STATE_READY || !crate::sys::os::process_alive(self.pid() as i32)
+    }
+
+    /// Removes the region's name (owner, at close): mappings stay valid until dropped.
+    pub fn unlink(&self) {
+        if self.owner {
+            self.set_state(STATE_CLOSED);
+            crate::sys::shm::unlink(&self.name);
+        }
+    }
+
+    // ---- the command ring: a bounded multi-producer queue (per-slot sequence numbers) ----
+
+    fn ring_ctl(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: RING_CTL_OFF + 64*i (i < 2) lies inside the mapping; 8-aligned atomics.
+        unsafe { &*self.map.as_ptr().add(RING_CTL_OFF + 64 * i).cast::<AtomicU64>() }
+    }
+
+    fn slot_seq(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: i < RING_SLOTS, so the slot lies inside the mapping; slots are 8-aligned.
+        unsafe { &*self.map.as_ptr().add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE).cast::<AtomicU64>() }
+    }
+
+    fn slot_data(&self, i: usize) -> *mut u8 {
+        // In bounds: the data follows the sequence word inside slot `i % RING_SLOTS`.
+        self.map.as_ptr().wrapping_add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE + 8)
+    }
+
+    /// Appends a command (any process). False when the ring is full.
+    pub fn push(&self, cmd: &[u8; CMD_SIZE]) -> bool {
+        let tail = self.ring_ctl(0);
+        let mut pos = tail.load(Ordering::Relaxed);
+        for _ in 0..64 {
+            let seq = self.slot_seq(pos as usize).load(Ordering::Acquire);
+            let dif = seq.wrapping_sub(pos) as i64;
+            if dif == 0 {
+                match tail.compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
+                    Ok(_) => {
+                        // SAFETY: this producer owns slot `pos` until it publishes the sequence
+                        // below; the destination lies inside the mapping.
+                        unsafe { core::ptr::copy_nonoverlapping(cmd.as_ptr(), self.slot_data(pos as usize), CMD_SIZE) };
+                        self.slot_seq(pos as usize).store(pos.wrapping_add(1), Ordering::Release);
+                        return true;
+                    }
+                    Err(p) => pos = p,
+                }
+            } else if dif < 0 {
+                return false;
+            } else {
+                pos = tail.load(Ordering::Relaxed);
+            }
+        }
+        false
+    }
+
+    /// Takes the next command (owner only). False when empty.
+    pub fn pop(&self, out: &mut [u8; CMD_SIZE]) -> bool {
+        debug_assert!(self.owner);
+        let head = self.ring_ctl(1);
+        let pos = head.load(Ordering::Relaxed);
+        let seq = self.slot_seq(pos as usize).load(Ordering::Acquire);
+        if seq != pos.wrapping_add(1) {
+            return false;
+        }
+        // SAFETY: the producer published this slot (sequence pos+1, acquired above); the source
+        // lies inside the mapping and `out` is a distinct local buffer.
+        unsafe { core::ptr::copy_nonoverlapping(self.slot_data(pos as usize), out.as_mut_ptr(), CMD_SIZE) };
+        self.slot_seq(pos as usize).store(pos.wrapping_add(RING_SLOTS as u64), Ordering::Release);
+        head.store(pos.wrapping_add(1), Ordering::Relaxed);
+        true
+    }
+
+    // ---- bounce buffers: the owner fills them, a peer copies out and releases ----
+
+    fn buf_state(&self, i: usize) -> &AtomicU32 {
+        // SAFETY: i < BOUNCE_BUFS (callers check), so the word lies inside the mapping.
+        unsafe { &*self.map.as_ptr().add(BUF_STATE_OFF + i * 64).cast::<AtomicU32>() }
+    }
+
+    fn buf_ptr(&self, i: usize) -> *mut u8 {
+        self.map.as_ptr().wrapping_add(BUF_OFF + i * BOUNCE_SIZE)
+    }
+
+    /// Takes a free bounce buffer (owner only).
+    pub fn buf_alloc(&self) -> Option<u32> {
+        let start = self.next_buf.load(Ordering::Relaxed) as usize;
+        for k in 0..BOUNCE_BUFS {
+            let i = (start + k) % BOUNCE_BUFS;
+            if self.buf_state(i).load(Ordering::Acquire) == BUF_FREE {
+                self.buf_state(i).store(BUF_USED, Ordering::Relaxed);
+                self.next_buf.store(((i + 1) % BOUNCE_BUFS) as u32, Ordering::Relaxed);
+                return Some(i as u32);
+            }
+        }
+        None
+    }
+
+    /// Returns a buffer to the owner (the owner after an aborted use, or the peer that read it).
+    pub fn buf_release(&self, idx: u32) {
+        if (idx as usize) < BOUNCE_BUFS {
+            self.buf_state(idx as usize).store(BUF_FREE, Ordering::Release);
+        }
+    }
+
+    /// Fills part of one of our bounce buffers (owner only). False if out of bounds.
+    pub fn buf_write(&self, idx: u32, off: usize, src: &[u8]) -> bool {
+        let i = idx as usize;
+        if i >= BOUNCE_BUFS || off.checked_add(src.len()).is_none_or(|e| e > BOUNCE_SIZE) {
+            return false;
+        }
+        // SAFETY: bounds checked; the owner holds the buffer (state USED) while writing it.
+        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.buf_ptr(i).add(off), src.len()) };
+        fence(Ordering::Release);
+        true
+    }
+
+    /// Runs `f` over bytes `[off, off+len)` of buffer `idx` (a peer reading what the owner put
+    /// there, or the owner itself). None if out of bounds.
+    pub fn buf_with<R>(&self, idx: u32, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let i = idx as usize;
+        if i >= BOUNCE_BUFS || off.checked_add(len).is_none_or(|e| e > BOUNCE_SIZE) {
+            return None;
+        }
+        fence(Ordering::Acquire);
+        // SAFETY: bounds checked. The owner does not touch a buffer it handed out until it is
+        // released; a hostile owner could, which yields wrong bytes but no unsoundness beyond the
+        // copy itself (the slice lives only for `f`).
+        let s = unsafe { core::slice::from_raw_parts(self.buf_ptr(i).add(off), len) };
+        Some(f(s))
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        self.unlink();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name() -> String {
+        format!("/fabric-shm-test-{}-{}", std::process::id(), crate::sys::random::u32())
+    }
+
+    #[test]
+    fn ring_order_full_and_empty() {
+        let n = name();
+        let owner = Region::create(&n, 7).unwrap();
+        let peer = Region::open(&n).unwrap();
+        assert_eq!(peer.token(), 7);
+        let mut cmd = [0u8; CMD_SIZE];
+        let mut out = [0u8; CMD_SIZE];
+        assert!(!owner.pop(&mut out));
+        for i in 0..RING_SLOTS {
+            cmd[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            assert!(peer.push(&cmd));
+        }
+        assert!(!peer.push(&cmd), "ring must report full");
+        for i in 0..RING_SLOTS {
+            assert!(owner.pop(&mut out));
+            assert_eq!(u64::from_le_bytes(out[..8].try_into().unwrap()), i as u64);
+        }
+        assert!(!owner.pop(&mut out));
+        assert!(peer.push(&cmd));
+    }
+
+    #[test]
+    fn bounce_buffers_and_checks() {
+        let n = name();
+        let owner = Region::create(&n, 1).unwrap();
+        let peer = Region::open(&n).unwrap();
+        let b = owner.buf_alloc().unwrap();
+        assert!(owner.buf_write(b, 10, b"hello"));
+        assert!(!owner.buf_write(b, BOUNCE_SIZE - 2, b"hello"));
+        assert_eq!(peer.buf_with(b, 10, 5, |s| s.to_vec()).unwrap(), b"hello");
+        assert!(peer.buf_with(b, 0, BOUNCE_SIZE + 1, |_| ()).is_none());
+        assert!(peer.buf_with(BOUNCE_BUFS as u32, 0, 1, |_| ()).is_none());
+        let all: Vec<u32> = std::iter::from_fn(|| owner.buf_alloc()).collect();
+        assert_eq!(all.len(), BOUNCE_BUFS - 1);
+        peer.buf_release(b);
+        assert_eq!(owner.buf_alloc(), Some(b));
+        // A second owner for the same live name is refused; a closed one is replaced.
+        assert_eq!(Region::create(&n, 2).unwrap_err(), Errno::ADDRINUSE);
+        owner.set_state(STATE_CLOSED);
+        core::mem::forget(owner);
+        let again = Region::create(&n, 3).unwrap();
+        assert_eq!(Region::open(&n).unwrap().token(), 3);
+        drop(again);
+        assert!(Region::open(&n).is_err());
+    }
+}

@@ -1,0 +1,97 @@
+//! A table of pending operations addressed by ids that peers echo back. Ids carry a generation,
+//! so a stale or forged id never reaches an operation it does not name.
+
+#[derive(Debug)]
+pub struct Slab<T> {
+    slots: Vec<(u32, Option<T>)>,
+    free: Vec<u32>,
+    len: usize,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab { slots: Vec::new(), free: Vec::new(), len: 0 }
+    }
+}
+
+impl<T> Slab<T> {
+    pub fn new() -> Slab<T> {
+        Slab::default()
+    }
+
+    /// Stores `v`; returns its id.
+    pub fn insert(&mut self, v: T) -> u64 {
+        self.len += 1;
+        if let Some(i) = self.free.pop() {
+            let slot = &mut self.slots[i as usize];
+            slot.0 = slot.0.wrapping_add(1);
+            slot.1 = Some(v);
+            return (u64::from(slot.0) << 32) | u64::from(i);
+        }
+        self.slots.push((1, Some(v)));
+        (1u64 << 32) | (self.slots.len() as u64 - 1)
+    }
+
+    fn index(&self, id: u64) -> Option<usize> {
+        let i = (id & 0xffff_ffff) as usize;
+        let generation = (id >> 32) as u32;
+        match self.slots.get(i) {
+            Some((g, Some(_))) if *g == generation => Some(i),
+            _ => None,
+        }
+    }
+
+    pub fn get(&self, id: u64) -> Option<&T> {
+        self.index(id).and_then(|i| self.slots[i].1.as_ref())
+    }
+
+    pub fn get_mut(&mut self, id: u64) -> Option<&mut T> {
+        self.index(id).and_then(|i| self.slots[i].1.as_mut())
+    }
+
+    pub fn remove(&mut self, id: u64) -> Option<T> {
+        let i = self.index(id)?;
+        self.len -= 1;
+        self.free.push(i as u32);
+        self.slots[i].1.take()
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Ids of entries matching `pred`.
+    pub fn ids_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<u64> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (g, v))| v.as_ref().filter(|v| pred(v)).map(|_| (u64::from(*g) << 32) | i as u64))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_and_forged_ids_miss() {
+        let mut s = Slab::new();
+        let a = s.insert("a");
+        let b = s.insert("b");
+        assert_eq!(s.get(a), Some(&"a"));
+        assert_eq!(s.remove(a), Some("a"));
+        assert_eq!(s.get(a), None);
+        let c = s.insert("c");
+        assert_eq!(c & 0xffff_ffff, a & 0xffff_ffff, "slot reused");
+        assert_eq!(s.get(a), None, "old id must not reach the new entry");
+        assert_eq!(s.get(c), Some(&"c"));
+        assert_eq!(s.get(u64::MAX), None);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.ids_where(|v| *v == "b"), [b]);
+    }
+}
