@@ -1,1 +1,3 @@
+#![allow(dead_code)]
 pub mod mock;
+pub mod node;

@@ -588,6 +588,8 @@ impl ShmEndpoint {
         let src = if self.caps & FI_DIRECTED_RECV != 0 { op.addr } else { FI_ADDR_UNSPEC };
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
+            // A peek looks at what has arrived: take in what is waiting in the ring first.
+            self.progress_locked(&mut g);
             return self.peek_or_claim(&mut g, recv, flags);
         }
         match g.rxq.post(recv, tagged) {
@@ -1017,14 +1019,12 @@ impl ShmEndpoint {
     fn handle_connect(&self, g: &mut Inner, c: &Cmd) {
         let n = (c.len as usize).min(BODY);
         let addr = String::from_utf8_lossy(&c.body[..n]).into_owned();
-        // The announced name must lead to a live region carrying the announced token:
-        // a forged CONNECT cannot make us answer to, or accept commands as, someone else.
+        // The sender's region is mapped to answer it. If it is already gone (the sender sent and
+        // exited), what it sent inline is still delivered but nothing can be answered; a region
+        // under that name with another token is a different endpoint and is not attached.
         let region = match Region::open(&region_name(&addr)) {
-            Ok(r) if r.token() == c.sender => Arc::new(r),
-            _ => {
-                g.dropped += 1;
-                return;
-            }
+            Ok(r) if r.token() == c.sender => Some(Arc::new(r)),
+            _ => None,
         };
         let fi_addr = g.av.as_ref().and_then(|av| av.reverse(addr.as_bytes())).unwrap_or(FI_ADDR_NOTAVAIL);
         let existing = g.peers.iter().position(|p| p.addr == addr);
@@ -1042,8 +1042,10 @@ impl ShmEndpoint {
             peer.dead = false;
         }
         peer.token = c.sender;
-        peer.pid = region.pid() as i32;
-        peer.region = Some(region);
+        peer.pid = region.as_ref().map_or(0, |r| r.pid() as i32);
+        peer.dead = region.is_none();
+        peer.connected = region.is_some() && peer.connected;
+        peer.region = region;
         if peer.fi_addr == FI_ADDR_NOTAVAIL {
             peer.fi_addr = fi_addr;
         }

@@ -74,11 +74,11 @@ impl Region {
         let map = match ShmMap::create(name, REGION_SIZE) {
             Ok(m) => m,
             Err(e) if e.0 == libc::EEXIST => {
-                if let Ok(old) = Region::open(name)
-                    && crate::sys::os::process_alive(old.pid() as i32)
-                    && old.state() == STATE_READY
-                {
-                    return Err(Errno::ADDRINUSE);
+                // Only a region whose owner process is dead may be replaced; one that is being
+                // created (not yet readable) or belongs to a live process is in use.
+                match Region::open(name) {
+                    Ok(old) if old.stale() => {}
+                    _ => return Err(Errno::ADDRINUSE),
                 }
                 crate::sys::shm::unlink(name);
                 ShmMap::create(name, REGION_SIZE)?
@@ -136,6 +136,13 @@ impl Region {
 
     pub fn set_state(&self, s: u32) {
         self.header().state.store(s, Ordering::Release);
+    }
+
+    /// Whether the region was left behind by a process that died (a region still being created
+    /// has no pid yet and is not stale).
+    pub fn stale(&self) -> bool {
+        let pid = self.pid();
+        pid != 0 && !crate::sys::os::process_alive(pid as i32)
     }
 
     /// Whether the owner is gone: closed its endpoint, or its process exited.
@@ -323,9 +330,10 @@ mod tests {
         assert_eq!(all.len(), BOUNCE_BUFS - 1);
         peer.buf_release(b);
         assert_eq!(owner.buf_alloc(), Some(b));
-        // A second owner for the same live name is refused; a closed one is replaced.
+        // A second owner for the same live name is refused; a dead one's region is replaced.
         assert_eq!(Region::create(&n, 2).unwrap_err(), Errno::ADDRINUSE);
-        owner.set_state(STATE_CLOSED);
+        owner.header().pid.store(i32::MAX as u32, Ordering::Relaxed);
+        assert!(owner.stale());
         core::mem::forget(owner);
         let again = Region::create(&n, 3).unwrap();
         assert_eq!(Region::open(&n).unwrap().token(), 3);

@@ -1,0 +1,360 @@
+//! A process-level test harness: one endpoint with its CQ, AV and counters, opened through the
+//! provider's Rust interface, and a line protocol over stdin/stdout with a child process that
+//! re-runs the same test binary in another role.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabric::abi::consts::*;
+use fabric::core::{Errno, Info};
+use fabric::sys::mem::IoVec;
+use fabric::util::av::{Av, AvAttr};
+use fabric::util::cntr::{Cntr, CntrAttr};
+use fabric::util::cq::{Cq, CqAttr, CqEntry, CqErrEntry};
+use fabric::util::ep::{Call, MsgOp, RmaOp};
+use fabric::util::mr::{Mr, MrRequest};
+use fabric::util::{Bind, Domain, Endpoint, Provider};
+
+/// A buffer that outlives every operation of a test.
+pub fn buf(n: usize) -> (&'static mut [u8], IoVec) {
+    let s: &'static mut [u8] = Box::leak(vec![0u8; n].into_boxed_slice());
+    // SAFETY: the slice is leaked, so it stays valid for the rest of the process.
+    let v = unsafe { IoVec::new(s.as_mut_ptr(), s.len()) };
+    (s, v)
+}
+
+pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
+    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+pub struct Node {
+    pub domain: Arc<dyn Domain>,
+    pub ep: Arc<dyn Endpoint>,
+    pub cq: Arc<Cq>,
+    pub av: Arc<Av>,
+    pub cntr: Arc<Cntr>,
+    pub rcntr: Arc<Cntr>,
+    pub info: Info,
+}
+
+impl Node {
+    /// Opens an endpoint of `prov` for `hints`-like caps.
+    pub fn open(prov: &dyn Provider, caps: u64) -> Node {
+        let hints = Info { caps, ..Default::default() };
+        let info = prov.getinfo(fi_version(2, 6), None, None, 0, Some(&hints)).expect("getinfo").remove(0);
+        let fabric = prov.fabric(&info.fabric_attr).expect("fabric");
+        let domain = fabric.domain(&info).expect("domain");
+        let ep = domain.endpoint(&info).expect("endpoint");
+        let cq = Cq::new(&CqAttr {
+            size: 4096,
+            flags: 0,
+            format: FI_CQ_FORMAT_TAGGED,
+            wait_obj: FI_WAIT_UNSPEC,
+            wait_cond: 0,
+        })
+        .unwrap();
+        let av = domain.av_open(&AvAttr::default()).unwrap();
+        let cntr = Cntr::new(&CntrAttr { events: FI_CNTR_EVENTS_COMP, wait_obj: FI_WAIT_UNSPEC, flags: 0 }).unwrap();
+        let rcntr = Cntr::new(&CntrAttr { events: FI_CNTR_EVENTS_COMP, wait_obj: FI_WAIT_UNSPEC, flags: 0 }).unwrap();
+        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV).unwrap();
+        ep.bind(Bind::Av(av.clone()), 0).unwrap();
+        ep.bind(Bind::Cntr(cntr.clone()), FI_SEND | FI_RECV | FI_READ | FI_WRITE).unwrap();
+        ep.bind(Bind::Cntr(rcntr.clone()), FI_REMOTE_READ | FI_REMOTE_WRITE).unwrap();
+        ep.enable().unwrap();
+        Node { domain, ep, cq, av, cntr, rcntr, info }
+    }
+
+    pub fn name_hex(&self) -> String {
+        self.ep.getname().unwrap().iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    pub fn insert_hex(&self, hex: &str) -> u64 {
+        let bytes: Vec<u8> =
+            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        self.av.insert(&bytes, None).unwrap()
+    }
+
+    pub fn reg(&self, v: IoVec, access: u64, key: u64) -> Arc<Mr> {
+        self.domain.mr_reg(&MrRequest { iov: vec![v], access, requested_key: key, ..Default::default() }).unwrap()
+    }
+
+    /// Posts until the provider accepts (retrying on EAGAIN with progress).
+    pub fn retry(&self, mut f: impl FnMut() -> Result<(), Errno>) -> Result<(), Errno> {
+        let t = Instant::now();
+        loop {
+            match f() {
+                Err(Errno::AGAIN) if t.elapsed() < Duration::from_secs(20) => {
+                    self.cq.progress();
+                }
+                r => return r,
+            }
+        }
+    }
+
+    pub fn send(
+        &self,
+        iov: &[IoVec],
+        dest: u64,
+        tag: Option<u64>,
+        ctx: usize,
+        flags: u64,
+        call: Call,
+    ) -> Result<(), Errno> {
+        self.retry(|| {
+            let op = MsgOp {
+                iov,
+                desc: &[],
+                addr: dest,
+                context: ctx,
+                data: 0,
+                tag: tag.unwrap_or(0),
+                ignore: 0,
+                flags,
+                call,
+            };
+            self.ep.send(&op, tag.is_some())
+        })
+    }
+
+    pub fn recv(
+        &self,
+        iov: &[IoVec],
+        src: u64,
+        tag: Option<(u64, u64)>,
+        ctx: usize,
+        flags: u64,
+        call: Call,
+    ) -> Result<(), Errno> {
+        let (t, i) = tag.unwrap_or((0, 0));
+        self.retry(|| {
+            let op = MsgOp { iov, desc: &[], addr: src, context: ctx, data: 0, tag: t, ignore: i, flags, call };
+            self.ep.recv(&op, tag.is_some())
+        })
+    }
+
+    pub fn rma(
+        &self,
+        iov: &[IoVec],
+        dest: u64,
+        rma: &[fi_rma_iov],
+        read: bool,
+        data: Option<u64>,
+        ctx: usize,
+    ) -> Result<(), Errno> {
+        self.retry(|| {
+            let op = RmaOp {
+                iov,
+                desc: &[],
+                addr: dest,
+                rma_iov: rma,
+                context: ctx,
+                data: data.unwrap_or(0),
+                flags: if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
+                call: Call::Plain,
+            };
+            if read { self.ep.read(&op) } else { self.ep.write(&op) }
+        })
+    }
+
+    /// Waits for the next completion (Ok) or error completion (Err), failing after `secs`.
+    pub fn wait(&self, secs: u64) -> Result<CqEntry, CqErrEntry> {
+        let t = Instant::now();
+        loop {
+            let mut got = None;
+            match self.cq.read(1, |e| got = Some(*e)) {
+                Ok(_) => return Ok(got.unwrap()),
+                Err(Errno::AVAIL) => return Err(self.cq.readerr().unwrap()),
+                Err(_) => {}
+            }
+            assert!(t.elapsed() < Duration::from_secs(secs), "no completion within {secs} s");
+        }
+    }
+
+    /// Waits for `n` successful completions and returns them.
+    pub fn wait_n(&self, n: usize) -> Vec<CqEntry> {
+        (0..n).map(|_| self.wait(30).unwrap_or_else(|e| panic!("error completion {e:?}"))).collect()
+    }
+}
+
+pub use fabric::abi::types::fi_rma_iov;
+
+/// The parent's side of a multi-process test.
+pub struct Peer {
+    child: Child,
+    to: ChildStdin,
+    from: Option<BufReader<ChildStdout>>,
+}
+
+impl Peer {
+    /// Re-runs this test binary's test `test` as a child with `FABRIC_TEST_ROLE=role`.
+    pub fn spawn(test: &str, role: &str, env: &[(&str, &str)]) -> Peer {
+        let exe = std::env::current_exe().unwrap();
+        let mut cmd = Command::new(exe);
+        cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env("FABRIC_TEST_ROLE", role)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let to = child.stdin.take().unwrap();
+        let from = Some(BufReader::new(child.stdout.take().unwrap()));
+        Peer { child, to, from }
+    }
+
+    pub fn send_line(&mut self, s: &str) {
+        writeln!(self.to, "{s}").unwrap();
+        self.to.flush().unwrap();
+    }
+
+    /// The next line the child printed with an `@` marker (test output has other lines).
+    pub fn line(&mut self) -> String {
+        let from = self.from.as_mut().expect("reader moved to a relay thread");
+        read_marked(from).expect("child exited early")
+    }
+
+    pub fn wait(mut self) -> bool {
+        self.child.wait().unwrap().success()
+    }
+
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn read_marked(from: &mut BufReader<ChildStdout>) -> Option<String> {
+    loop {
+        let mut s = String::new();
+        if from.read_line(&mut s).ok()? == 0 {
+            return None;
+        }
+        // The test harness may have printed "test name ... " on the same line first.
+        if let Some(i) = s.find('@') {
+            return Some(s[i + 1..].trim_end().to_string());
+        }
+    }
+}
+
+/// Runs the children until each has said `done`: `msg <text>` from one is forwarded to the
+/// others, `sync` is a barrier answered with `go` once every child reached it.
+pub fn relay(mut peers: Vec<Peer>) -> bool {
+    let (tx, rx) = std::sync::mpsc::channel::<(usize, Option<String>)>();
+    for (i, p) in peers.iter_mut().enumerate() {
+        let mut from = p.from.take().unwrap();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            loop {
+                let l = read_marked(&mut from);
+                let end = l.is_none();
+                let _ = tx.send((i, l));
+                if end {
+                    break;
+                }
+            }
+        });
+    }
+    let n = peers.len();
+    let mut synced = vec![false; n];
+    let mut done = vec![false; n];
+    while done.iter().any(|d| !d) {
+        let (i, l) = rx.recv_timeout(Duration::from_secs(120)).expect("children stalled");
+        let Some(l) = l else {
+            if !done[i] {
+                eprintln!("child {i} exited before done");
+                for p in peers {
+                    p.kill();
+                }
+                return false;
+            }
+            continue;
+        };
+        if let Some(text) = l.strip_prefix("msg ") {
+            for (j, p) in peers.iter_mut().enumerate() {
+                if j != i {
+                    p.send_line(text);
+                }
+            }
+        } else if l == "sync" {
+            synced[i] = true;
+            if synced.iter().all(|s| *s) {
+                synced.iter_mut().for_each(|s| *s = false);
+                for p in peers.iter_mut() {
+                    p.send_line("go");
+                }
+            }
+        } else if l == "done" {
+            done[i] = true;
+        }
+    }
+    // Every child stays alive until all are done: a peer's memory may still be needed.
+    for p in peers.iter_mut() {
+        p.send_line("exit");
+    }
+    peers.into_iter().all(Peer::wait)
+}
+
+/// Lines from the parent, read by a background thread so that a child can keep making progress
+/// (as a target of RMA must) while it waits.
+fn stdin_lines() -> &'static std::sync::Mutex<std::sync::mpsc::Receiver<String>> {
+    static LINES: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Receiver<String>>> = std::sync::OnceLock::new();
+    LINES.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            loop {
+                let mut s = String::new();
+                if std::io::stdin().read_line(&mut s).unwrap_or(0) == 0 {
+                    break;
+                }
+                if tx.send(s.trim_end().to_string()).is_err() {
+                    break;
+                }
+            }
+        });
+        std::sync::Mutex::new(rx)
+    })
+}
+
+/// The child's side: the next line from the parent.
+pub fn child_line() -> String {
+    stdin_lines().lock().unwrap().recv().expect("parent went away")
+}
+
+/// Like `child_line`, driving `node`'s progress while waiting.
+pub fn child_line_progressing(node: &Node) -> String {
+    let rx = stdin_lines().lock().unwrap();
+    loop {
+        match rx.try_recv() {
+            Ok(l) => return l,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                node.cq.progress();
+                std::thread::yield_now();
+            }
+            Err(e) => panic!("parent went away: {e}"),
+        }
+    }
+}
+
+pub fn child_say(s: &str) {
+    println!("@{s}");
+    std::io::stdout().flush().unwrap();
+}
+
+/// Says this child is done and waits until every child is (so that its memory stays valid for
+/// peers still working).
+pub fn child_done() {
+    child_say("done");
+    while child_line() != "exit" {}
+}
+
+/// Sends `text` to the other children.
+pub fn child_send(text: &str) {
+    child_say(&format!("msg {text}"));
+}
+
+pub fn role() -> Option<String> {
+    std::env::var("FABRIC_TEST_ROLE").ok()
+}
