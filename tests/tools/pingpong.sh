@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Debian's fi_pingpong (libfabric-bin, built against libfabric 1.17) on our library: every
+# provider we offer, every endpoint type it supports, message and tagged modes, all sizes,
+# with data checks; loaded through the library path and through LD_PRELOAD while Debian's own
+# libfabric1 stays installed. Usage: pingpong.sh <dir holding our libfabric.so.1>
+set -uo pipefail
+libdir=$(cd "${1:?usage: pingpong.sh <libdir>}" && pwd)
+ours="$libdir/libfabric.so.1"
+fails=0
+port=$((20000 + RANDOM % 20000))
+
+# fi_info --version prints the loaded library's fi_tostr(FI_TYPE_VERSION): ours says 2.6.0,
+# Debian's 1.17.0.
+check_loaded() { # $@: env assignments
+	local v
+	v=$(env "$@" fi_info --version 2>&1 | awk '$1 == "libfabric:" { print $2 }')
+	case "$v" in
+	2.6.0*) ;;
+	*) echo "FAIL: fi_info with [$*] loaded a libfabric reporting '$v', not ours (2.6.0)"; return 1 ;;
+	esac
+}
+
+run_pair() { # $1: label, then fi_pingpong arguments; uses $envs
+	local label=$1; shift
+	port=$((port + 1))
+	local out srv
+	srv=$(mktemp)
+	env $envs timeout 60 fi_pingpong -B $port "$@" >"$srv" 2>&1 &
+	local spid=$!
+	sleep 0.3
+	out=$(env $envs timeout 60 fi_pingpong -P $port "$@" 127.0.0.1 2>&1)
+	local rc=$?
+	wait $spid
+	local src=$?
+	if [ $rc -ne 0 ] || [ $src -ne 0 ] || ! grep -q '^1m ' <<<"$out"; then
+		echo "FAIL: $label (client rc=$rc, server rc=$src)"
+		echo "--- client:"; echo "$out"; echo "--- server:"; cat "$srv"
+		fails=$((fails + 1))
+	else
+		echo "ok: $label: $(grep -E '^(64|1m) ' <<<"$out" | awk '{ printf "%s B %s us/xfer  ", $1, $7 }')"
+	fi
+	rm -f "$srv"
+}
+
+provs=$(LD_LIBRARY_PATH=$libdir fi_info -l 2>/dev/null | sed -n 's/^\([a-z0-9_;]*\):$/\1/p')
+[ -n "$provs" ] || { echo "FAIL: our library lists no provider"; exit 1; }
+
+for how in path preload; do
+	if [ $how = path ]; then envs="LD_LIBRARY_PATH=$libdir"; else envs="LD_PRELOAD=$ours"; fi
+	check_loaded $envs || fails=$((fails + 1))
+	for p in $provs; do
+		for ep in rdm dgram; do
+			# Only endpoint types the provider offers.
+			env $envs fi_info -p "$p" -t "FI_EP_$(tr a-z A-Z <<<$ep)" >/dev/null 2>&1 || continue
+			for mode in msg tagged; do
+				[ $ep = dgram ] && [ $mode = tagged ] && continue
+				run_pair "$how $p $ep $mode" -p "$p" -e $ep -m $mode -S all -I 50 -c
+			done
+		done
+	done
+done
+[ $fails -eq 0 ] && echo "fi_pingpong: all runs passed" || echo "fi_pingpong: $fails failed"
+exit $fails
