@@ -29,16 +29,34 @@ pub(crate) unsafe extern "C" fn nic_tostr(_f: *const fid, _buf: *mut c_char, _le
 }
 
 /// # Safety
-/// fi_open(3).
+/// fi_open(3) (fi_provider(3) "fi_open"): `name` a C string, `fid` writable.
+///
+/// Names (case-insensitive): `"logging"` gives the logging object whose bind imports an
+/// application's `fid_logging`. `"mr_cache"` is `-FI_ENOSYS`, as any other name: this library
+/// keeps no registration cache, so there is no cache object to hand out and no memory monitor
+/// it could use; callers such as Open MPI treat the error as "no cache to feed" and go on.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn fi_open(
-    _version: u32,
-    _name: *const c_char,
+    version: u32,
+    name: *const c_char,
     _attr: *mut c_void,
-    _attr_len: usize,
-    _flags: u64,
-    _fid: *mut *mut fid,
-    _context: *mut c_void,
+    attr_len: usize,
+    flags: u64,
+    fid: *mut *mut fid,
+    context: *mut c_void,
 ) -> c_int {
-    Errno::NOSYS.neg()
+    super::int_ret(|| {
+        // SAFETY: NULL or a C string per fi_open(3).
+        let name = unsafe { super::opt_str(name) }?.ok_or(Errno::INVAL)?;
+        if fid.is_null() {
+            return Err(Errno::INVAL);
+        }
+        if name.eq_ignore_ascii_case("logging") {
+            let obj = super::log::open_logging(version, attr_len, flags, context)?;
+            // SAFETY: checked non-null out-parameter.
+            unsafe { *fid = obj };
+            return Ok(());
+        }
+        Err(Errno::NOSYS)
+    })
 }
