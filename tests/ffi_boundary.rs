@@ -28,7 +28,10 @@ struct Objects {
 }
 
 fn rdm_info() -> *mut fi_info {
-    let mut i = Info { caps: FI_MSG, ..Default::default() };
+    let mut i = Info {
+        caps: FI_MSG,
+        ..Default::default()
+    };
     i.ep_attr.type_ = FI_EP_RDM;
     info_to_c(&i)
 }
@@ -36,10 +39,14 @@ fn rdm_info() -> *mut fi_info {
 fn open_all() -> Objects {
     // SAFETY: test: every pointer comes from the library and is used as fi_*(3) describes.
     unsafe {
-        let fabric = fabric::ffi::domain::fabric_to_c(Arc::new(MockFabric), fi_version(1, 21), null_mut());
+        let fabric =
+            fabric::ffi::domain::fabric_to_c(Arc::new(MockFabric), fi_version(1, 21), null_mut());
         let info = rdm_info();
         let mut domain = null_mut();
-        assert_eq!(((*(*fabric).ops).domain.unwrap())(fabric, info, &mut domain, null_mut()), 0);
+        assert_eq!(
+            ((*(*fabric).ops).domain.unwrap())(fabric, info, &mut domain, null_mut()),
+            0
+        );
         let mut cq = null_mut();
         let mut cq_attr = fi_cq_attr {
             size: 16,
@@ -50,7 +57,10 @@ fn open_all() -> Objects {
             wait_cond: 0,
             wait_set: null_mut(),
         };
-        assert_eq!(((*(*domain).ops).cq_open.unwrap())(domain, &mut cq_attr, &mut cq, null_mut()), 0);
+        assert_eq!(
+            ((*(*domain).ops).cq_open.unwrap())(domain, &mut cq_attr, &mut cq, null_mut()),
+            0
+        );
         let mut av = null_mut();
         let mut av_attr = fi_av_attr {
             type_: FI_AV_TABLE,
@@ -61,15 +71,33 @@ fn open_all() -> Objects {
             map_addr: null_mut(),
             flags: 0,
         };
-        assert_eq!(((*(*domain).ops).av_open.unwrap())(domain, &mut av_attr, &mut av, null_mut()), 0);
+        assert_eq!(
+            ((*(*domain).ops).av_open.unwrap())(domain, &mut av_attr, &mut av, null_mut()),
+            0
+        );
         let mut ep = null_mut();
-        assert_eq!(((*(*domain).ops).endpoint.unwrap())(domain, info, &mut ep, null_mut()), 0);
+        assert_eq!(
+            ((*(*domain).ops).endpoint.unwrap())(domain, info, &mut ep, null_mut()),
+            0
+        );
         free_info(info);
         let bind = (*(*ep).fid.ops).bind.unwrap();
-        assert_eq!(bind(&mut (*ep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV), 0);
+        assert_eq!(
+            bind(&mut (*ep).fid, &mut (*cq).fid, FI_TRANSMIT | FI_RECV),
+            0
+        );
         assert_eq!(bind(&mut (*ep).fid, &mut (*av).fid, 0), 0);
-        assert_eq!(((*(*ep).fid.ops).control.unwrap())(&mut (*ep).fid, FI_ENABLE, null_mut()), 0);
-        Objects { fabric, domain, cq, av, ep }
+        assert_eq!(
+            ((*(*ep).fid.ops).control.unwrap())(&mut (*ep).fid, FI_ENABLE, null_mut()),
+            0
+        );
+        Objects {
+            fabric,
+            domain,
+            cq,
+            av,
+            ep,
+        }
     }
 }
 
@@ -102,10 +130,25 @@ fn lifecycle_and_data_through_the_ops_tables() {
 
         let peer = 42u64.to_le_bytes();
         let mut fi_addr = 0u64;
-        assert_eq!(((*(*o.av).ops).insert.unwrap())(o.av, peer.as_ptr().cast(), 1, &mut fi_addr, 0, null_mut()), 1);
+        assert_eq!(
+            ((*(*o.av).ops).insert.unwrap())(
+                o.av,
+                peer.as_ptr().cast(),
+                1,
+                &mut fi_addr,
+                0,
+                null_mut()
+            ),
+            1
+        );
         let mut name = [0u8; 64];
         let mut len = name.len();
-        let s = ((*(*o.av).ops).straddr.unwrap())(o.av, peer.as_ptr().cast(), name.as_mut_ptr().cast(), &mut len);
+        let s = ((*(*o.av).ops).straddr.unwrap())(
+            o.av,
+            peer.as_ptr().cast(),
+            name.as_mut_ptr().cast(),
+            &mut len,
+        );
         assert_eq!(std::ffi::CStr::from_ptr(s).to_str().unwrap(), "mock://42");
         assert_eq!(len, "mock://42".len() + 1);
 
@@ -113,32 +156,62 @@ fn lifecycle_and_data_through_the_ops_tables() {
         let mut rbuf = [0u8; 16];
         let sbuf = *b"hello, fabric!!!";
         assert_eq!(
-            ((*msg).recv.unwrap())(o.ep, rbuf.as_mut_ptr().cast(), 16, null_mut(), FI_ADDR_UNSPEC, 7 as *mut c_void),
+            ((*msg).recv.unwrap())(
+                o.ep,
+                rbuf.as_mut_ptr().cast(),
+                16,
+                null_mut(),
+                FI_ADDR_UNSPEC,
+                7 as *mut c_void
+            ),
             0
         );
-        assert_eq!(((*msg).send.unwrap())(o.ep, sbuf.as_ptr().cast(), 16, null_mut(), fi_addr, 9 as *mut c_void), 0);
+        assert_eq!(
+            ((*msg).send.unwrap())(
+                o.ep,
+                sbuf.as_ptr().cast(),
+                16,
+                null_mut(),
+                fi_addr,
+                9 as *mut c_void
+            ),
+            0
+        );
         // An unknown destination is refused, not sent.
         assert_eq!(
             ((*msg).send.unwrap())(o.ep, sbuf.as_ptr().cast(), 16, null_mut(), 99, null_mut()),
             -(FI_EINVAL as isize)
         );
 
-        let mut entries = [fi_cq_msg_entry { op_context: null_mut(), flags: 0, len: 0 }; 4];
+        let mut entries = [fi_cq_msg_entry {
+            op_context: null_mut(),
+            flags: 0,
+            len: 0,
+        }; 4];
         let read = (*(*o.cq).ops).read.unwrap();
         let n = read(o.cq, entries.as_mut_ptr().cast(), 4);
         assert_eq!(n, 2);
         let ctxs: Vec<usize> = entries[..2].iter().map(|e| e.op_context as usize).collect();
         assert!(ctxs.contains(&7) && ctxs.contains(&9));
-        let recv = entries[..2].iter().find(|e| e.op_context as usize == 7).unwrap();
+        let recv = entries[..2]
+            .iter()
+            .find(|e| e.op_context as usize == 7)
+            .unwrap();
         assert_eq!((recv.len, recv.flags & FI_RECV), (16, FI_RECV));
         assert_eq!(&rbuf, &sbuf);
-        assert_eq!(read(o.cq, entries.as_mut_ptr().cast(), 4), -(FI_EAGAIN as isize));
+        assert_eq!(
+            read(o.cq, entries.as_mut_ptr().cast(), 4),
+            -(FI_EAGAIN as isize)
+        );
 
         // fi_getname reports the needed size when the buffer is short.
         let mut small = [0u8; 2];
         let mut len = small.len();
         let getname = (*(*o.ep).cm).getname.unwrap();
-        assert_eq!(getname(&mut (*o.ep).fid, small.as_mut_ptr().cast(), &mut len), -FI_ETOOSMALL);
+        assert_eq!(
+            getname(&mut (*o.ep).fid, small.as_mut_ptr().cast(), &mut len),
+            -FI_ETOOSMALL
+        );
         assert_eq!(len, 8);
     }
     close_all(&o);
@@ -395,12 +468,18 @@ fn every_slot_refuses_null_garbage_and_wrong_class_objects() {
                 assert!(probe(null_mut()) < 0, "{table}.{slot} accepted NULL");
                 for &(c, obj) in &objects {
                     if c != class {
-                        assert!(probe(obj) < 0, "{table}.{slot} accepted an object of class {c}");
+                        assert!(
+                            probe(obj) < 0,
+                            "{table}.{slot} accepted an object of class {c}"
+                        );
                     }
                 }
                 let g = garbage.as_mut_ptr().cast::<fid>();
                 (*g).fclass = class;
-                assert!(probe(g.cast()) < 0, "{table}.{slot} accepted a foreign object");
+                assert!(
+                    probe(g.cast()) < 0,
+                    "{table}.{slot} accepted a foreign object"
+                );
             }
             tried += 1;
         }

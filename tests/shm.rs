@@ -12,7 +12,8 @@ use fabric::core::Errno;
 use fabric::prov::shm::SHM;
 use fabric::util::ep::{AtomicKind, AtomicOp, Call};
 
-const CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV;
+const CAPS: u64 =
+    FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV | FI_SOURCE | FI_DIRECTED_RECV;
 
 /// Runs `server` and `client` in two child processes with `env`.
 fn pair(test: &str, env: &[(&str, &str)]) {
@@ -41,7 +42,20 @@ fn sync_serving(n: &Node) {
     assert_eq!(child_line_progressing(n), "go");
 }
 
-const SIZES: [usize; 12] = [0, 1, 64, 248, 249, 1000, 4096, 4097, 65536, 65537, 1 << 20, 16 << 20];
+const SIZES: [usize; 12] = [
+    0,
+    1,
+    64,
+    248,
+    249,
+    1000,
+    4096,
+    4097,
+    65536,
+    65537,
+    1 << 20,
+    16 << 20,
+];
 
 fn messages_scenario() {
     let (n, peer) = setup();
@@ -51,7 +65,8 @@ fn messages_scenario() {
         let mut bufs = Vec::new();
         for (i, &len) in SIZES.iter().enumerate() {
             let (s, v) = buf(len.max(1));
-            n.recv(&[v], FI_ADDR_UNSPEC, None, i, 0, Call::Plain).unwrap();
+            n.recv(&[v], FI_ADDR_UNSPEC, None, i, 0, Call::Plain)
+                .unwrap();
             bufs.push(s);
         }
         sync();
@@ -61,7 +76,11 @@ fn messages_scenario() {
             assert_eq!(e.len, SIZES[i], "length of message {i}");
             assert_eq!(e.flags & (FI_RECV | FI_MSG), FI_RECV | FI_MSG);
             assert_eq!(e.src_addr, peer, "FI_SOURCE");
-            assert_eq!(&bufs[i][..SIZES[i]], &pattern(SIZES[i], i as u8)[..], "data of message {i}");
+            assert_eq!(
+                &bufs[i][..SIZES[i]],
+                &pattern(SIZES[i], i as u8)[..],
+                "data of message {i}"
+            );
         }
         sync(); // client sends the second round now
         sync(); // and it has been sent
@@ -69,18 +88,26 @@ fn messages_scenario() {
             let (s, v) = buf(len.max(1));
             // Two-piece receive buffers for the second round.
             let half = len / 2;
-            let iov = [v.sub(0, half).unwrap(), v.sub(half, len.max(1) - half).unwrap()];
+            let iov = [
+                v.sub(0, half).unwrap(),
+                v.sub(half, len.max(1) - half).unwrap(),
+            ];
             n.recv(&iov, peer, None, 100 + i, 0, Call::Msg).unwrap();
             let e = n.wait(30).unwrap();
             assert_eq!((e.op_context, e.len), (100 + i, len));
-            assert_eq!(&s[..len], &pattern(len, 100 + i as u8)[..], "unexpected message {i}");
+            assert_eq!(
+                &s[..len],
+                &pattern(len, 100 + i as u8)[..],
+                "unexpected message {i}"
+            );
         }
     } else {
         sync();
         for (i, &len) in SIZES.iter().enumerate() {
             let (s, v) = buf(len.max(1));
             s[..len].copy_from_slice(&pattern(len, i as u8));
-            n.send(&[v.sub(0, len).unwrap()], peer, None, i, 0, Call::Plain).unwrap();
+            n.send(&[v.sub(0, len).unwrap()], peer, None, i, 0, Call::Plain)
+                .unwrap();
         }
         let done = n.wait_n(SIZES.len());
         assert!(done.iter().all(|e| e.flags & FI_SEND != 0));
@@ -90,7 +117,11 @@ fn messages_scenario() {
             s[..len].copy_from_slice(&pattern(len, 100 + i as u8));
             // Three pieces on the send side, delivery-complete on half of them.
             let a = len / 3;
-            let iov = [v.sub(0, a).unwrap(), v.sub(a, a).unwrap(), v.sub(2 * a, len - 2 * a).unwrap()];
+            let iov = [
+                v.sub(0, a).unwrap(),
+                v.sub(a, a).unwrap(),
+                v.sub(2 * a, len - 2 * a).unwrap(),
+            ];
             let flags = if i % 2 == 0 { FI_DELIVERY_COMPLETE } else { 0 };
             n.send(&iov, peer, None, 100 + i, flags, Call::Msg).unwrap();
         }
@@ -114,7 +145,10 @@ fn messages_without_cross_memory_attach() {
     if role().is_some() {
         return messages_scenario();
     }
-    pair("messages_without_cross_memory_attach", &[("FI_SHM_DISABLE_CMA", "1")]);
+    pair(
+        "messages_without_cross_memory_attach",
+        &[("FI_SHM_DISABLE_CMA", "1")],
+    );
 }
 
 fn tagged_scenario() {
@@ -123,27 +157,47 @@ fn tagged_scenario() {
         sync(); // all sent, all unexpected now
         // Peek finds the first tag-7 message without taking it.
         let (_s, v) = buf(64);
-        n.recv(&[v], FI_ADDR_UNSPEC, Some((7, 0)), 1, FI_PEEK, Call::Msg).unwrap();
+        n.recv(&[v], FI_ADDR_UNSPEC, Some((7, 0)), 1, FI_PEEK, Call::Msg)
+            .unwrap();
         let e = n.wait(10).unwrap();
         assert_eq!((e.op_context, e.tag, e.len), (1, 7, 10));
         // Peek for something absent: FI_ENOMSG error completion.
-        n.recv(&[v], FI_ADDR_UNSPEC, Some((99, 0)), 2, FI_PEEK, Call::Msg).unwrap();
+        n.recv(&[v], FI_ADDR_UNSPEC, Some((99, 0)), 2, FI_PEEK, Call::Msg)
+            .unwrap();
         assert_eq!(n.wait(10).unwrap_err().err, FI_ENOMSG);
         // Claim the tag-7 message, then take it with FI_CLAIM.
-        n.recv(&[v], FI_ADDR_UNSPEC, Some((7, 0)), 3, FI_PEEK | FI_CLAIM, Call::Msg).unwrap();
+        n.recv(
+            &[v],
+            FI_ADDR_UNSPEC,
+            Some((7, 0)),
+            3,
+            FI_PEEK | FI_CLAIM,
+            Call::Msg,
+        )
+        .unwrap();
         assert_eq!(n.wait(10).unwrap().op_context, 3);
         let (s, v2) = buf(64);
-        n.recv(&[v2], FI_ADDR_UNSPEC, Some((7, 0)), 3, FI_CLAIM, Call::Msg).unwrap();
+        n.recv(&[v2], FI_ADDR_UNSPEC, Some((7, 0)), 3, FI_CLAIM, Call::Msg)
+            .unwrap();
         let e = n.wait(10).unwrap();
         assert_eq!((e.op_context, e.tag, e.len), (3, 7, 10));
         assert_eq!(&s[..10], &pattern(10, 7)[..]);
         // Discard the tag-8 message.
-        n.recv(&[v], FI_ADDR_UNSPEC, Some((8, 0)), 4, FI_PEEK | FI_DISCARD, Call::Msg).unwrap();
+        n.recv(
+            &[v],
+            FI_ADDR_UNSPEC,
+            Some((8, 0)),
+            4,
+            FI_PEEK | FI_DISCARD,
+            Call::Msg,
+        )
+        .unwrap();
         assert_eq!(n.wait(10).unwrap().tag, 8);
         // Ignore bits: 0x100 | x matches tags 0x101 and 0x102 in order.
         for ctx in [5, 6] {
             let (s, v) = buf(64);
-            n.recv(&[v], peer, Some((0x100, 0xff)), ctx, 0, Call::Plain).unwrap();
+            n.recv(&[v], peer, Some((0x100, 0xff)), ctx, 0, Call::Plain)
+                .unwrap();
             let e = n.wait(10).unwrap();
             let want = if ctx == 5 { 0x101 } else { 0x102 };
             assert_eq!((e.op_context, e.tag), (ctx, want));
@@ -151,7 +205,8 @@ fn tagged_scenario() {
         }
         // A directed receive for another source does not match.
         let (_s, v) = buf(64);
-        n.recv(&[v], peer + 1000, Some((9, 0)), 7, 0, Call::Plain).ok();
+        n.recv(&[v], peer + 1000, Some((9, 0)), 7, 0, Call::Plain)
+            .ok();
         n.recv(&[v], peer, Some((9, 0)), 8, 0, Call::Plain).unwrap();
         let e = n.wait(10).unwrap();
         assert_eq!(e.op_context, 8);
@@ -159,7 +214,8 @@ fn tagged_scenario() {
         assert_ne!(e.flags & FI_REMOTE_CQ_DATA, 0);
         // The tag-8 message was discarded: a receive for it finds nothing; cancel it.
         let (_s, v) = buf(64);
-        n.recv(&[v], FI_ADDR_UNSPEC, Some((8, 0)), 9, 0, Call::Plain).unwrap();
+        n.recv(&[v], FI_ADDR_UNSPEC, Some((8, 0)), 9, 0, Call::Plain)
+            .unwrap();
         n.ep.cancel(9).unwrap();
         let e = n.wait(10).unwrap_err();
         assert_eq!((e.op_context, e.err), (9, FI_ECANCELED));
@@ -168,7 +224,8 @@ fn tagged_scenario() {
         for tag in [7u64, 8, 0x101, 0x102] {
             let (s, v) = buf(10);
             s.copy_from_slice(&pattern(10, tag as u8));
-            n.send(&[v], peer, Some(tag), tag as usize, 0, Call::Plain).unwrap();
+            n.send(&[v], peer, Some(tag), tag as usize, 0, Call::Plain)
+                .unwrap();
         }
         let (_s, v) = buf(10);
         let op = fabric::util::ep::MsgOp {
@@ -207,9 +264,23 @@ fn rma_scenario() {
         let (ro, rov) = buf(4096);
         ro.copy_from_slice(&pattern(4096, 9));
         let ro_mr = n.reg(rov, FI_REMOTE_READ, 12);
-        let base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 { tv.addr() as u64 } else { 0 };
-        let ro_base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 { rov.addr() as u64 } else { 0 };
-        child_send(&format!("{} {} {} {}", mr.key(), base, ro_mr.key(), ro_base));
+        let base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 {
+            tv.addr() as u64
+        } else {
+            0
+        };
+        let ro_base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 {
+            rov.addr() as u64
+        } else {
+            0
+        };
+        child_send(&format!(
+            "{} {} {} {}",
+            mr.key(),
+            base,
+            ro_mr.key(),
+            ro_base
+        ));
         sync_serving(&n); // client has written
         // Writes landed; the refused ones changed nothing.
         let mut want = pattern(LEN, 1);
@@ -221,14 +292,23 @@ fn rma_scenario() {
         // writedata produced a remote completion with the data.
         let e = n.wait(10).unwrap();
         assert_eq!(e.data, 0xfeed);
-        assert_eq!(e.flags & (FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA), FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+        assert_eq!(
+            e.flags & (FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA),
+            FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA
+        );
         assert!(n.rcntr.read() >= 4, "remote write/read counter");
         sync_serving(&n);
     } else {
         let l = child_line();
         let v: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
         let (key, base, ro_key, ro_base) = (v[0], v[1], v[2], v[3]);
-        let rma = |off: u64, len: usize, key: u64| [fi_rma_iov { addr: base + off, len, key }];
+        let rma = |off: u64, len: usize, key: u64| {
+            [fi_rma_iov {
+                addr: base + off,
+                len,
+                key,
+            }]
+        };
         let write = |data: Vec<u8>, r: [fi_rma_iov; 1], cq_data: Option<u64>| {
             let (s, v) = buf(data.len());
             s.copy_from_slice(&data);
@@ -237,16 +317,36 @@ fn rma_scenario() {
         };
         write(pattern(100, 2), rma(0, 100, key), None).unwrap();
         write(pattern(200_000, 3), rma(1000, 200_000, key), None).unwrap();
-        write(pattern(10, 4), rma((LEN - 10) as u64, 10, key), Some(0xfeed)).unwrap();
+        write(
+            pattern(10, 4),
+            rma((LEN - 10) as u64, 10, key),
+            Some(0xfeed),
+        )
+        .unwrap();
         // Refused: wrong key, past the end, no write access. Nothing is written.
-        assert_eq!(write(vec![0xee; 16], rma(0, 16, key ^ 0x5555), None).unwrap_err().err, FI_EACCES);
-        assert_eq!(write(vec![0xee; 16], rma(LEN as u64 - 8, 16, key), None).unwrap_err().err, FI_EACCES);
-        let r = [fi_rma_iov { addr: ro_base, len: 16, key: ro_key }];
+        assert_eq!(
+            write(vec![0xee; 16], rma(0, 16, key ^ 0x5555), None)
+                .unwrap_err()
+                .err,
+            FI_EACCES
+        );
+        assert_eq!(
+            write(vec![0xee; 16], rma(LEN as u64 - 8, 16, key), None)
+                .unwrap_err()
+                .err,
+            FI_EACCES
+        );
+        let r = [fi_rma_iov {
+            addr: ro_base,
+            len: 16,
+            key: ro_key,
+        }];
         assert_eq!(write(vec![0xee; 16], r, None).unwrap_err().err, FI_EACCES);
         // Reads, small and large, and a refused one.
         for (off, len) in [(0usize, 100usize), (500, 2 << 20)] {
             let (s, v) = buf(len);
-            n.rma(&[v], peer, &rma(off as u64, len, key), true, None, 2).unwrap();
+            n.rma(&[v], peer, &rma(off as u64, len, key), true, None, 2)
+                .unwrap();
             n.wait(10).unwrap();
             let mut want = pattern(LEN, 1);
             want[..100].copy_from_slice(&pattern(100, 2));
@@ -254,7 +354,19 @@ fn rma_scenario() {
             assert!(s[..] == want[off..off + len], "read {off}+{len}");
         }
         let (_s, v) = buf(16);
-        n.rma(&[v], peer, &[fi_rma_iov { addr: ro_base + 4090, len: 16, key: ro_key }], true, None, 3).unwrap();
+        n.rma(
+            &[v],
+            peer,
+            &[fi_rma_iov {
+                addr: ro_base + 4090,
+                len: 16,
+                key: ro_key,
+            }],
+            true,
+            None,
+            3,
+        )
+        .unwrap();
         assert_eq!(n.wait(10).unwrap_err().err, FI_EACCES);
         assert_eq!(n.cntr.readerr(), 4, "failed operations are counted");
         sync();
@@ -276,7 +388,10 @@ fn rma_without_cross_memory_attach() {
     if role().is_some() {
         return rma_scenario();
     }
-    pair("rma_without_cross_memory_attach", &[("FI_SHM_DISABLE_CMA", "1")]);
+    pair(
+        "rma_without_cross_memory_attach",
+        &[("FI_SHM_DISABLE_CMA", "1")],
+    );
 }
 
 fn atomics_scenario() {
@@ -285,17 +400,29 @@ fn atomics_scenario() {
         let (t, tv) = buf(64);
         t.copy_from_slice(&[0u8; 64]);
         let mr = n.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
-        let base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 { tv.addr() as u64 } else { 0 };
+        let base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 {
+            tv.addr() as u64
+        } else {
+            0
+        };
         child_send(&format!("{} {}", mr.key(), base));
         sync_serving(&n);
         let v = u64::from_ne_bytes(t[..8].try_into().unwrap());
-        assert_eq!(v, 1000 + 5 * 7 + 1, "sum of the client's atomics then a swap");
+        assert_eq!(
+            v,
+            1000 + 5 * 7 + 1,
+            "sum of the client's atomics then a swap"
+        );
         sync_serving(&n);
     } else {
         let l = child_line();
         let v: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
         let (key, base) = (v[0], v[1]);
-        let ioc = [fabric::abi::types::fi_rma_ioc { addr: base, count: 1, key }];
+        let ioc = [fabric::abi::types::fi_rma_ioc {
+            addr: base,
+            count: 1,
+            key,
+        }];
         let run = |kind: AtomicKind, op: u32, operand: u64, compare: u64| -> u64 {
             let (s, sv) = buf(8);
             s.copy_from_slice(&operand.to_ne_bytes());
@@ -306,9 +433,17 @@ fn atomics_scenario() {
                 kind,
                 iov: &[sv],
                 desc: &[],
-                compare: if kind == AtomicKind::Compare { std::slice::from_ref(&cv) } else { &[] },
+                compare: if kind == AtomicKind::Compare {
+                    std::slice::from_ref(&cv)
+                } else {
+                    &[]
+                },
                 compare_desc: &[],
-                result: if kind == AtomicKind::Write { &[] } else { std::slice::from_ref(&rv) },
+                result: if kind == AtomicKind::Write {
+                    &[]
+                } else {
+                    std::slice::from_ref(&rv)
+                },
                 result_desc: &[],
                 addr: peer,
                 rma_ioc: &ioc,
@@ -328,14 +463,28 @@ fn atomics_scenario() {
             run(AtomicKind::Write, FI_SUM, 7, 0);
         }
         assert_eq!(run(AtomicKind::Fetch, FI_SUM, 0, 0), 1035);
-        assert_eq!(run(AtomicKind::Compare, FI_CSWAP, 1036, 999), 1035, "failed compare returns the old value");
+        assert_eq!(
+            run(AtomicKind::Compare, FI_CSWAP, 1036, 999),
+            1035,
+            "failed compare returns the old value"
+        );
         assert_eq!(run(AtomicKind::Compare, FI_CSWAP, 1036, 1035), 1035);
         assert_eq!(run(AtomicKind::Fetch, FI_ATOMIC_READ, 0, 0), 1036);
         // Every valid op × datatype is reported with a count.
-        for dt in [FI_INT8, FI_UINT32, FI_DOUBLE, FI_LONG_DOUBLE, FI_FLOAT_COMPLEX, FI_UINT128] {
+        for dt in [
+            FI_INT8,
+            FI_UINT32,
+            FI_DOUBLE,
+            FI_LONG_DOUBLE,
+            FI_FLOAT_COMPLEX,
+            FI_UINT128,
+        ] {
             assert!(n.ep.atomic_valid(AtomicKind::Write, dt, FI_SUM).unwrap() > 0);
         }
-        assert_eq!(n.ep.atomic_valid(AtomicKind::Write, FI_DOUBLE, FI_BXOR), Err(Errno::OPNOTSUPP));
+        assert_eq!(
+            n.ep.atomic_valid(AtomicKind::Write, FI_DOUBLE, FI_BXOR),
+            Err(Errno::OPNOTSUPP)
+        );
         sync();
         sync();
     }
@@ -353,9 +502,15 @@ fn atomics_between_processes() {
 fn multi_recv_scenario() {
     let (n, peer) = setup();
     if role().as_deref() == Some("server") {
-        n.ep.setopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &100usize.to_ne_bytes()).unwrap();
+        n.ep.setopt(
+            FI_OPT_ENDPOINT,
+            FI_OPT_MIN_MULTI_RECV,
+            &100usize.to_ne_bytes(),
+        )
+        .unwrap();
         let (s, v) = buf(1000);
-        n.recv(&[v], FI_ADDR_UNSPEC, None, 1, FI_MULTI_RECV, Call::Msg).unwrap();
+        n.recv(&[v], FI_ADDR_UNSPEC, None, 1, FI_MULTI_RECV, Call::Msg)
+            .unwrap();
         sync();
         // 3 × 300 bytes fit; after them 100 bytes remain (not below the minimum) so the buffer
         // stays until a 4th message leaves less.
@@ -365,7 +520,11 @@ fn multi_recv_scenario() {
             let e = n.wait(10).unwrap();
             let len = if i < 3 { 300 } else { 50 };
             assert_eq!((e.op_context, e.len), (1, len));
-            assert_eq!(e.buf, v.addr() + off, "multi-recv places messages back to back");
+            assert_eq!(
+                e.buf,
+                v.addr() + off,
+                "multi-recv places messages back to back"
+            );
             assert_eq!(&s[off..off + len], &pattern(len, i as u8)[..]);
             off += len;
             released = e.flags & FI_MULTI_RECV != 0;
@@ -373,9 +532,13 @@ fn multi_recv_scenario() {
         assert!(released, "the last completion releases the buffer");
         // Truncation: a 300-byte message into a 100-byte buffer.
         let (_s, v) = buf(100);
-        n.recv(&[v], FI_ADDR_UNSPEC, None, 2, 0, Call::Plain).unwrap();
+        n.recv(&[v], FI_ADDR_UNSPEC, None, 2, 0, Call::Plain)
+            .unwrap();
         let e = n.wait(10).unwrap_err();
-        assert_eq!((e.op_context, e.err, e.len, e.olen), (2, FI_ETRUNC, 100, 200));
+        assert_eq!(
+            (e.op_context, e.err, e.len, e.olen),
+            (2, FI_ETRUNC, 100, 200)
+        );
         sync();
     } else {
         sync();
@@ -406,7 +569,8 @@ fn threads_scenario() {
     if role().as_deref() == Some("server") {
         for i in 0..THREADS * PER {
             let (_s, v) = buf(64);
-            n.recv(&[v], FI_ADDR_UNSPEC, Some((0, u64::MAX)), i, 0, Call::Plain).unwrap();
+            n.recv(&[v], FI_ADDR_UNSPEC, Some((0, u64::MAX)), i, 0, Call::Plain)
+                .unwrap();
         }
         sync();
         // Several threads read the CQ at once; every completion is seen exactly once.
@@ -441,7 +605,15 @@ fn threads_scenario() {
                 std::thread::spawn(move || {
                     for i in 0..PER {
                         let (_s, v) = buf(64);
-                        n.send(&[v], peer, Some((t * PER + i) as u64), t * PER + i, 0, Call::Plain).unwrap();
+                        n.send(
+                            &[v],
+                            peer,
+                            Some((t * PER + i) as u64),
+                            t * PER + i,
+                            0,
+                            Call::Plain,
+                        )
+                        .unwrap();
                         let _ = n.cq.read(4, |_| {});
                     }
                 })
@@ -491,7 +663,11 @@ fn killed_peer_fails_pending_operations() {
     let mut s = Peer::spawn("killed_peer_fails_pending_operations", "server", &[]);
     let mut c = Peer::spawn("killed_peer_fails_pending_operations", "client", &[]);
     let (sn, cn) = (s.line(), c.line());
-    s.send_line(sn.strip_prefix("msg ").map(|_| cn.strip_prefix("msg ").unwrap()).unwrap());
+    s.send_line(
+        sn.strip_prefix("msg ")
+            .map(|_| cn.strip_prefix("msg ").unwrap())
+            .unwrap(),
+    );
     c.send_line(sn.strip_prefix("msg ").unwrap());
     assert_eq!(s.line(), "ready");
     s.kill();

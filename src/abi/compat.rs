@@ -37,7 +37,14 @@ impl AbiNode {
             AbiNode::V1_8 => (120, 80, 96, 208),
             AbiNode::V1_9 => (120, 80, 96, 224),
         };
-        InfoLayout { info, tx_attr, rx_attr: 64, ep_attr, domain_attr, fabric_attr: 32 }
+        InfoLayout {
+            info,
+            tx_attr,
+            rx_attr: 64,
+            ep_attr,
+            domain_attr,
+            fabric_attr: 32,
+        }
     }
 }
 
@@ -96,15 +103,45 @@ mod tests {
     #[test]
     fn old_layouts_end_where_fields_were_appended() {
         assert_eq!(AbiNode::V1_0.layout().info, offset_of!(fi_info, nic));
-        assert_eq!(AbiNode::V1_2.layout().tx_attr, offset_of!(fi_tx_attr, tclass));
-        assert_eq!(AbiNode::V1_0.layout().ep_attr, offset_of!(fi_ep_attr, auth_key_size));
-        assert_eq!(AbiNode::V1_0.layout().domain_attr, offset_of!(fi_domain_attr, cntr_cnt));
-        assert_eq!(AbiNode::V1_2.layout().domain_attr, offset_of!(fi_domain_attr, tclass));
-        assert_eq!(AbiNode::V1_3.layout().domain_attr, offset_of!(fi_domain_attr, max_ep_auth_key));
-        assert_eq!(AbiNode::V1_7.layout().domain_attr, offset_of!(fi_domain_attr, max_group_id));
-        assert_eq!(AbiNode::V1_8.layout().domain_attr, offset_of!(fi_domain_attr, max_cntr_value));
-        assert_eq!(cq_err_entry_size(fi_version(1, 4)), offset_of!(fi_cq_err_entry, err_data_size));
-        assert_eq!(cq_err_entry_size(fi_version(1, 17)), offset_of!(fi_cq_err_entry, src_addr));
-        assert_eq!(mr_attr_size(fi_version(1, 17)), offset_of!(fi_mr_attr, hmem_data));
+        assert_eq!(
+            AbiNode::V1_2.layout().tx_attr,
+            offset_of!(fi_tx_attr, tclass)
+        );
+        assert_eq!(
+            AbiNode::V1_0.layout().ep_attr,
+            offset_of!(fi_ep_attr, auth_key_size)
+        );
+        assert_eq!(
+            AbiNode::V1_0.layout().domain_attr,
+            offset_of!(fi_domain_attr, cntr_cnt)
+        );
+        assert_eq!(
+            AbiNode::V1_2.layout().domain_attr,
+            offset_of!(fi_domain_attr, tclass)
+        );
+        assert_eq!(
+            AbiNode::V1_3.layout().domain_attr,
+            offset_of!(fi_domain_attr, max_ep_auth_key)
+        );
+        assert_eq!(
+            AbiNode::V1_7.layout().domain_attr,
+            offset_of!(fi_domain_attr, max_group_id)
+        );
+        assert_eq!(
+            AbiNode::V1_8.layout().domain_attr,
+            offset_of!(fi_domain_attr, max_cntr_value)
+        );
+        assert_eq!(
+            cq_err_entry_size(fi_version(1, 4)),
+            offset_of!(fi_cq_err_entry, err_data_size)
+        );
+        assert_eq!(
+            cq_err_entry_size(fi_version(1, 17)),
+            offset_of!(fi_cq_err_entry, src_addr)
+        );
+        assert_eq!(
+            mr_attr_size(fi_version(1, 17)),
+            offset_of!(fi_mr_attr, hmem_data)
+        );
     }
 }

@@ -15,7 +15,8 @@ pub struct fi_ops {
     pub size: usize,
     pub close: Option<unsafe extern "C" fn(fid: *mut fid) -> c_int>,
     pub bind: Option<unsafe extern "C" fn(fid: *mut fid, bfid: *mut fid, flags: u64) -> c_int>,
-    pub control: Option<unsafe extern "C" fn(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int>,
+    pub control:
+        Option<unsafe extern "C" fn(fid: *mut fid, command: c_int, arg: *mut c_void) -> c_int>,
     pub ops_open: Option<
         unsafe extern "C" fn(
             fid: *mut fid,
@@ -66,9 +67,15 @@ pub struct fi_ops_fabric {
         ) -> c_int,
     >,
     pub wait_open: Option<
-        unsafe extern "C" fn(fabric: *mut fid_fabric, attr: *mut fi_wait_attr, waitset: *mut *mut fid_wait) -> c_int,
+        unsafe extern "C" fn(
+            fabric: *mut fid_fabric,
+            attr: *mut fi_wait_attr,
+            waitset: *mut *mut fid_wait,
+        ) -> c_int,
     >,
-    pub trywait: Option<unsafe extern "C" fn(fabric: *mut fid_fabric, fids: *mut *mut fid, count: c_int) -> c_int>,
+    pub trywait: Option<
+        unsafe extern "C" fn(fabric: *mut fid_fabric, fids: *mut *mut fid, count: c_int) -> c_int,
+    >,
     pub domain2: Option<
         unsafe extern "C" fn(
             fabric: *mut fid_fabric,
@@ -125,7 +132,11 @@ pub struct fi_ops_domain {
         ) -> c_int,
     >,
     pub poll_open: Option<
-        unsafe extern "C" fn(domain: *mut fid_domain, attr: *mut fi_poll_attr, pollset: *mut *mut fid_poll) -> c_int,
+        unsafe extern "C" fn(
+            domain: *mut fid_domain,
+            attr: *mut fi_poll_attr,
+            pollset: *mut *mut fid_poll,
+        ) -> c_int,
     >,
     pub stx_ctx: Option<
         unsafe extern "C" fn(
@@ -153,7 +164,12 @@ pub struct fi_ops_domain {
         ) -> c_int,
     >,
     pub query_collective: Option<
-        unsafe extern "C" fn(domain: *mut fid_domain, coll: u32, attr: *mut fi_collective_attr, flags: u64) -> c_int,
+        unsafe extern "C" fn(
+            domain: *mut fid_domain,
+            coll: u32,
+            attr: *mut fi_collective_attr,
+            flags: u64,
+        ) -> c_int,
     >,
     pub endpoint2: Option<
         unsafe extern "C" fn(
@@ -196,8 +212,14 @@ pub struct fi_ops_mr {
             context: *mut c_void,
         ) -> c_int,
     >,
-    pub regattr:
-        Option<unsafe extern "C" fn(fid: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int>,
+    pub regattr: Option<
+        unsafe extern "C" fn(
+            fid: *mut fid,
+            attr: *const fi_mr_attr,
+            flags: u64,
+            mr: *mut *mut fid_mr,
+        ) -> c_int,
+    >,
 }
 
 #[repr(C)]
@@ -236,13 +258,29 @@ pub struct fi_ops_av {
             context: *mut c_void,
         ) -> c_int,
     >,
-    pub remove:
-        Option<unsafe extern "C" fn(av: *mut fid_av, fi_addr: *mut fi_addr_t, count: usize, flags: u64) -> c_int>,
+    pub remove: Option<
+        unsafe extern "C" fn(
+            av: *mut fid_av,
+            fi_addr: *mut fi_addr_t,
+            count: usize,
+            flags: u64,
+        ) -> c_int,
+    >,
     pub lookup: Option<
-        unsafe extern "C" fn(av: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_void, addrlen: *mut usize) -> c_int,
+        unsafe extern "C" fn(
+            av: *mut fid_av,
+            fi_addr: fi_addr_t,
+            addr: *mut c_void,
+            addrlen: *mut usize,
+        ) -> c_int,
     >,
     pub straddr: Option<
-        unsafe extern "C" fn(av: *mut fid_av, addr: *const c_void, buf: *mut c_char, len: *mut usize) -> *const c_char,
+        unsafe extern "C" fn(
+            av: *mut fid_av,
+            addr: *const c_void,
+            buf: *mut c_char,
+            len: *mut usize,
+        ) -> *const c_char,
     >,
     pub av_set: Option<
         unsafe extern "C" fn(
@@ -269,20 +307,29 @@ pub struct fi_ops_av {
             auth_key_size: *mut usize,
         ) -> c_int,
     >,
-    pub set_user_id:
-        Option<unsafe extern "C" fn(av: *mut fid_av, fi_addr: fi_addr_t, user_id: fi_addr_t, flags: u64) -> c_int>,
+    pub set_user_id: Option<
+        unsafe extern "C" fn(
+            av: *mut fid_av,
+            fi_addr: fi_addr_t,
+            user_id: fi_addr_t,
+            flags: u64,
+        ) -> c_int,
+    >,
 }
 
 #[repr(C)]
 #[derive(Debug)]
 pub struct fi_ops_av_set {
     pub size: usize,
-    pub set_union: Option<unsafe extern "C" fn(dst: *mut fid_av_set, src: *const fid_av_set) -> c_int>,
-    pub intersect: Option<unsafe extern "C" fn(dst: *mut fid_av_set, src: *const fid_av_set) -> c_int>,
+    pub set_union:
+        Option<unsafe extern "C" fn(dst: *mut fid_av_set, src: *const fid_av_set) -> c_int>,
+    pub intersect:
+        Option<unsafe extern "C" fn(dst: *mut fid_av_set, src: *const fid_av_set) -> c_int>,
     pub diff: Option<unsafe extern "C" fn(dst: *mut fid_av_set, src: *const fid_av_set) -> c_int>,
     pub insert: Option<unsafe extern "C" fn(set: *mut fid_av_set, addr: fi_addr_t) -> c_int>,
     pub remove: Option<unsafe extern "C" fn(set: *mut fid_av_set, addr: fi_addr_t) -> c_int>,
-    pub addr: Option<unsafe extern "C" fn(set: *mut fid_av_set, coll_addr: *mut fi_addr_t) -> c_int>,
+    pub addr:
+        Option<unsafe extern "C" fn(set: *mut fid_av_set, coll_addr: *mut fi_addr_t) -> c_int>,
 }
 
 #[repr(C)]
@@ -300,7 +347,13 @@ pub struct fi_ops_ep {
         ) -> c_int,
     >,
     pub setopt: Option<
-        unsafe extern "C" fn(fid: fid_t, level: c_int, optname: c_int, optval: *const c_void, optlen: usize) -> c_int,
+        unsafe extern "C" fn(
+            fid: fid_t,
+            level: c_int,
+            optname: c_int,
+            optval: *const c_void,
+            optlen: usize,
+        ) -> c_int,
     >,
     pub tx_ctx: Option<
         unsafe extern "C" fn(
@@ -328,16 +381,33 @@ pub struct fi_ops_ep {
 #[derive(Debug)]
 pub struct fi_ops_cm {
     pub size: usize,
-    pub setname: Option<unsafe extern "C" fn(fid: fid_t, addr: *mut c_void, addrlen: usize) -> c_int>,
-    pub getname: Option<unsafe extern "C" fn(fid: fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int>,
-    pub getpeer: Option<unsafe extern "C" fn(ep: *mut fid_ep, addr: *mut c_void, addrlen: *mut usize) -> c_int>,
+    pub setname:
+        Option<unsafe extern "C" fn(fid: fid_t, addr: *mut c_void, addrlen: usize) -> c_int>,
+    pub getname:
+        Option<unsafe extern "C" fn(fid: fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int>,
+    pub getpeer: Option<
+        unsafe extern "C" fn(ep: *mut fid_ep, addr: *mut c_void, addrlen: *mut usize) -> c_int,
+    >,
     pub connect: Option<
-        unsafe extern "C" fn(ep: *mut fid_ep, addr: *const c_void, param: *const c_void, paramlen: usize) -> c_int,
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            addr: *const c_void,
+            param: *const c_void,
+            paramlen: usize,
+        ) -> c_int,
     >,
     pub listen: Option<unsafe extern "C" fn(pep: *mut fid_pep) -> c_int>,
-    pub accept: Option<unsafe extern "C" fn(ep: *mut fid_ep, param: *const c_void, paramlen: usize) -> c_int>,
-    pub reject:
-        Option<unsafe extern "C" fn(pep: *mut fid_pep, handle: fid_t, param: *const c_void, paramlen: usize) -> c_int>,
+    pub accept: Option<
+        unsafe extern "C" fn(ep: *mut fid_ep, param: *const c_void, paramlen: usize) -> c_int,
+    >,
+    pub reject: Option<
+        unsafe extern "C" fn(
+            pep: *mut fid_pep,
+            handle: fid_t,
+            param: *const c_void,
+            paramlen: usize,
+        ) -> c_int,
+    >,
     pub shutdown: Option<unsafe extern "C" fn(ep: *mut fid_ep, flags: u64) -> c_int>,
     pub join: Option<
         unsafe extern "C" fn(
@@ -375,7 +445,8 @@ pub struct fi_ops_msg {
             context: *mut c_void,
         ) -> Ssize,
     >,
-    pub recvmsg: Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> Ssize>,
+    pub recvmsg:
+        Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> Ssize>,
     pub send: Option<
         unsafe extern "C" fn(
             ep: *mut fid_ep,
@@ -396,9 +467,16 @@ pub struct fi_ops_msg {
             context: *mut c_void,
         ) -> Ssize,
     >,
-    pub sendmsg: Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> Ssize>,
-    pub inject:
-        Option<unsafe extern "C" fn(ep: *mut fid_ep, buf: *const c_void, len: usize, dest_addr: fi_addr_t) -> Ssize>,
+    pub sendmsg:
+        Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> Ssize>,
+    pub inject: Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            buf: *const c_void,
+            len: usize,
+            dest_addr: fi_addr_t,
+        ) -> Ssize,
+    >,
     pub senddata: Option<
         unsafe extern "C" fn(
             ep: *mut fid_ep,
@@ -411,7 +489,13 @@ pub struct fi_ops_msg {
         ) -> Ssize,
     >,
     pub injectdata: Option<
-        unsafe extern "C" fn(ep: *mut fid_ep, buf: *const c_void, len: usize, data: u64, dest_addr: fi_addr_t) -> Ssize,
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            buf: *const c_void,
+            len: usize,
+            data: u64,
+            dest_addr: fi_addr_t,
+        ) -> Ssize,
     >,
 }
 
@@ -443,7 +527,9 @@ pub struct fi_ops_tagged {
             context: *mut c_void,
         ) -> Ssize,
     >,
-    pub recvmsg: Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> Ssize>,
+    pub recvmsg: Option<
+        unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> Ssize,
+    >,
     pub send: Option<
         unsafe extern "C" fn(
             ep: *mut fid_ep,
@@ -466,9 +552,17 @@ pub struct fi_ops_tagged {
             context: *mut c_void,
         ) -> Ssize,
     >,
-    pub sendmsg: Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> Ssize>,
+    pub sendmsg: Option<
+        unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> Ssize,
+    >,
     pub inject: Option<
-        unsafe extern "C" fn(ep: *mut fid_ep, buf: *const c_void, len: usize, dest_addr: fi_addr_t, tag: u64) -> Ssize,
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            buf: *const c_void,
+            len: usize,
+            dest_addr: fi_addr_t,
+            tag: u64,
+        ) -> Ssize,
     >,
     pub senddata: Option<
         unsafe extern "C" fn(
@@ -522,7 +616,8 @@ pub struct fi_ops_rma {
             context: *mut c_void,
         ) -> Ssize,
     >,
-    pub readmsg: Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> Ssize>,
+    pub readmsg:
+        Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> Ssize>,
     pub write: Option<
         unsafe extern "C" fn(
             ep: *mut fid_ep,
@@ -547,7 +642,8 @@ pub struct fi_ops_rma {
             context: *mut c_void,
         ) -> Ssize,
     >,
-    pub writemsg: Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> Ssize>,
+    pub writemsg:
+        Option<unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> Ssize>,
     pub inject: Option<
         unsafe extern "C" fn(
             ep: *mut fid_ep,
@@ -609,7 +705,8 @@ pub type AtomicWritevFn = unsafe extern "C" fn(
     op: u32,
     context: *mut c_void,
 ) -> Ssize;
-pub type AtomicWritemsgFn = unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_atomic, flags: u64) -> Ssize;
+pub type AtomicWritemsgFn =
+    unsafe extern "C" fn(ep: *mut fid_ep, msg: *const fi_msg_atomic, flags: u64) -> Ssize;
 pub type AtomicInjectFn = unsafe extern "C" fn(
     ep: *mut fid_ep,
     buf: *const c_void,
@@ -702,7 +799,8 @@ pub type AtomicCompwritemsgFn = unsafe extern "C" fn(
     result_count: usize,
     flags: u64,
 ) -> Ssize;
-pub type AtomicValidFn = unsafe extern "C" fn(ep: *mut fid_ep, datatype: u32, op: u32, count: *mut usize) -> c_int;
+pub type AtomicValidFn =
+    unsafe extern "C" fn(ep: *mut fid_ep, datatype: u32, op: u32, count: *mut usize) -> c_int;
 
 #[repr(C)]
 #[derive(Debug)]
@@ -729,7 +827,9 @@ pub struct fi_ops_atomic {
 #[derive(Debug)]
 pub struct fi_ops_collective {
     pub size: usize,
-    pub barrier: Option<unsafe extern "C" fn(ep: *mut fid_ep, coll_addr: fi_addr_t, context: *mut c_void) -> Ssize>,
+    pub barrier: Option<
+        unsafe extern "C" fn(ep: *mut fid_ep, coll_addr: fi_addr_t, context: *mut c_void) -> Ssize,
+    >,
     pub broadcast: Option<CollectiveStub>,
     pub alltoall: Option<CollectiveStub>,
     pub allreduce: Option<CollectiveStub>,
@@ -739,8 +839,14 @@ pub struct fi_ops_collective {
     pub scatter: Option<CollectiveStub>,
     pub gather: Option<CollectiveStub>,
     pub msg: Option<CollectiveStub>,
-    pub barrier2:
-        Option<unsafe extern "C" fn(ep: *mut fid_ep, coll_addr: fi_addr_t, flags: u64, context: *mut c_void) -> Ssize>,
+    pub barrier2: Option<
+        unsafe extern "C" fn(
+            ep: *mut fid_ep,
+            coll_addr: fi_addr_t,
+            flags: u64,
+            context: *mut c_void,
+        ) -> Ssize,
+    >,
 }
 
 /// Every collective op except barrier takes the endpoint first and returns `ssize_t`; under the
@@ -753,11 +859,26 @@ pub type CollectiveStub = unsafe extern "C" fn(ep: *mut fid_ep) -> Ssize;
 pub struct fi_ops_eq {
     pub size: usize,
     pub read: Option<
-        unsafe extern "C" fn(eq: *mut fid_eq, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> Ssize,
+        unsafe extern "C" fn(
+            eq: *mut fid_eq,
+            event: *mut u32,
+            buf: *mut c_void,
+            len: usize,
+            flags: u64,
+        ) -> Ssize,
     >,
-    pub readerr: Option<unsafe extern "C" fn(eq: *mut fid_eq, buf: *mut fi_eq_err_entry, flags: u64) -> Ssize>,
-    pub write:
-        Option<unsafe extern "C" fn(eq: *mut fid_eq, event: u32, buf: *const c_void, len: usize, flags: u64) -> Ssize>,
+    pub readerr: Option<
+        unsafe extern "C" fn(eq: *mut fid_eq, buf: *mut fi_eq_err_entry, flags: u64) -> Ssize,
+    >,
+    pub write: Option<
+        unsafe extern "C" fn(
+            eq: *mut fid_eq,
+            event: u32,
+            buf: *const c_void,
+            len: usize,
+            flags: u64,
+        ) -> Ssize,
+    >,
     pub sread: Option<
         unsafe extern "C" fn(
             eq: *mut fid_eq,
@@ -783,11 +904,19 @@ pub struct fi_ops_eq {
 #[derive(Debug)]
 pub struct fi_ops_cq {
     pub size: usize,
-    pub read: Option<unsafe extern "C" fn(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> Ssize>,
+    pub read:
+        Option<unsafe extern "C" fn(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> Ssize>,
     pub readfrom: Option<
-        unsafe extern "C" fn(cq: *mut fid_cq, buf: *mut c_void, count: usize, src_addr: *mut fi_addr_t) -> Ssize,
+        unsafe extern "C" fn(
+            cq: *mut fid_cq,
+            buf: *mut c_void,
+            count: usize,
+            src_addr: *mut fi_addr_t,
+        ) -> Ssize,
     >,
-    pub readerr: Option<unsafe extern "C" fn(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flags: u64) -> Ssize>,
+    pub readerr: Option<
+        unsafe extern "C" fn(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, flags: u64) -> Ssize,
+    >,
     pub sread: Option<
         unsafe extern "C" fn(
             cq: *mut fid_cq,
@@ -827,7 +956,8 @@ pub struct fi_ops_cntr {
     pub readerr: Option<unsafe extern "C" fn(cntr: *mut fid_cntr) -> u64>,
     pub add: Option<unsafe extern "C" fn(cntr: *mut fid_cntr, value: u64) -> c_int>,
     pub set: Option<unsafe extern "C" fn(cntr: *mut fid_cntr, value: u64) -> c_int>,
-    pub wait: Option<unsafe extern "C" fn(cntr: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int>,
+    pub wait:
+        Option<unsafe extern "C" fn(cntr: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int>,
     pub adderr: Option<unsafe extern "C" fn(cntr: *mut fid_cntr, value: u64) -> c_int>,
     pub seterr: Option<unsafe extern "C" fn(cntr: *mut fid_cntr, value: u64) -> c_int>,
 }
@@ -843,9 +973,19 @@ pub struct fi_ops_wait {
 #[derive(Debug)]
 pub struct fi_ops_poll {
     pub size: usize,
-    pub poll: Option<unsafe extern "C" fn(pollset: *mut fid_poll, context: *mut *mut c_void, count: c_int) -> c_int>,
-    pub poll_add: Option<unsafe extern "C" fn(pollset: *mut fid_poll, event_fid: *mut fid, flags: u64) -> c_int>,
-    pub poll_del: Option<unsafe extern "C" fn(pollset: *mut fid_poll, event_fid: *mut fid, flags: u64) -> c_int>,
+    pub poll: Option<
+        unsafe extern "C" fn(
+            pollset: *mut fid_poll,
+            context: *mut *mut c_void,
+            count: c_int,
+        ) -> c_int,
+    >,
+    pub poll_add: Option<
+        unsafe extern "C" fn(pollset: *mut fid_poll, event_fid: *mut fid, flags: u64) -> c_int,
+    >,
+    pub poll_del: Option<
+        unsafe extern "C" fn(pollset: *mut fid_poll, event_fid: *mut fid, flags: u64) -> c_int,
+    >,
 }
 
 /// fi_ext.h logging ops (the `fid_logging` object).
@@ -853,7 +993,14 @@ pub struct fi_ops_poll {
 #[derive(Debug)]
 pub struct fi_ops_log {
     pub size: usize,
-    pub enabled: Option<unsafe extern "C" fn(prov: *const fi_provider, level: u32, subsys: u32, flags: u64) -> c_int>,
+    pub enabled: Option<
+        unsafe extern "C" fn(
+            prov: *const fi_provider,
+            level: u32,
+            subsys: u32,
+            flags: u64,
+        ) -> c_int,
+    >,
     pub ready: Option<
         unsafe extern "C" fn(
             prov: *const fi_provider,
@@ -879,7 +1026,8 @@ pub struct fi_ops_log {
 #[repr(C)]
 #[derive(Debug)]
 pub struct fi_efa_ops_domain {
-    pub query_mr: Option<unsafe extern "C" fn(mr: *mut fid_mr, mr_attr: *mut fi_efa_mr_attr) -> c_int>,
+    pub query_mr:
+        Option<unsafe extern "C" fn(mr: *mut fid_mr, mr_attr: *mut fi_efa_mr_attr) -> c_int>,
 }
 
 #[cfg(test)]

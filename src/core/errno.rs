@@ -31,7 +31,11 @@ pub fn strerror_c(errnum: i32) -> &'static CStr {
     let n = errnum.unsigned_abs() as i32;
     if n < FI_ERRNO_OFFSET {
         static OS: OnceLock<Vec<std::ffi::CString>> = OnceLock::new();
-        let table = OS.get_or_init(|| (0..FI_ERRNO_OFFSET).map(crate::sys::os::errno_text).collect());
+        let table = OS.get_or_init(|| {
+            (0..FI_ERRNO_OFFSET)
+                .map(crate::sys::os::errno_text)
+                .collect()
+        });
         &table[n as usize]
     } else if n < FI_ERRNO_MAX {
         FABRIC_ERRORS[(n - FI_ERRNO_OFFSET) as usize]
@@ -53,7 +57,10 @@ mod tests {
         assert_eq!(strerror(-libc::EAGAIN), "Resource temporarily unavailable");
         assert_eq!(strerror(libc::EINVAL), "Invalid argument");
         assert_eq!(strerror(265), "Truncation error");
-        assert_eq!(strerror(-269), "Receiver not ready, no receive buffers available");
+        assert_eq!(
+            strerror(-269),
+            "Receiver not ready, no receive buffers available"
+        );
         assert_eq!(strerror(5000), "Unspecified error");
         assert_eq!(strerror(0), "Success");
     }

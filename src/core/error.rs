@@ -66,7 +66,11 @@ impl Errno {
 
     /// From an OS `errno` (the FI_E* numbers below 256 are the errno values).
     pub const fn from_os(errno: i32) -> Errno {
-        if errno > 0 { Errno(errno) } else { Errno::OTHER }
+        if errno > 0 {
+            Errno(errno)
+        } else {
+            Errno::OTHER
+        }
     }
 
     /// The last OS error of this thread.
@@ -83,7 +87,12 @@ impl From<std::io::Error> for Errno {
 
 impl core::fmt::Debug for Errno {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "Errno({}: {})", self.0, crate::core::errno::strerror(self.0))
+        write!(
+            f,
+            "Errno({}: {})",
+            self.0,
+            crate::core::errno::strerror(self.0)
+        )
     }
 }
 

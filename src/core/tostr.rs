@@ -1,1 +1,2288 @@
-//! `fi_tostr` formatting (abi-reference §4). Filled in by the tostr work.
+//! `fi_tostr` text (fi_fabric(3) "fi_tostr", abi-reference §4): every `FI_TYPE_*` in the shape
+//! libfabric 2.6 prints it — YAML-ish blocks indented by four spaces, flag sets as `[ A, B ]`
+//! (empty: `[  ]`), enumerations by name or `Unknown`, pointers as glibc's `%p` (`(nil)`),
+//! addresses as `fi_<format>://…`.
+//!
+//! The text is built in a caller-sized byte buffer ([`Buf`]) with the C library's truncation:
+//! like the C implementation, each piece is appended with `snprintf` limits, so a short buffer
+//! holds the same prefix upstream would put there.
+//!
+//! One deliberate difference: `FI_THREAD_FID` and `FI_THREAD_ENDPOINT` print by name (2.6 says
+//! `Unknown`), because `fi_getinfo` answers callers below API 2.0 with them (see `getinfo`).
+
+use super::info::{Info, Nic};
+use super::log::{LEVEL_NAMES, SUBSYS_NAMES};
+use crate::abi::consts::*;
+use crate::abi::types::{
+    fi_cntr_attr, fi_cq_attr, fi_cq_err_entry, fi_domain_attr, fi_ep_attr, fi_fabric_attr,
+    fi_mr_attr, fi_rx_attr, fi_tx_attr, fid_domain, fid_fabric,
+};
+
+/// The indentation step.
+const TAB: &str = "    ";
+
+/// The size of `fi_tostr`'s buffer.
+pub const TOSTR_BUF_LEN: usize = 8192;
+
+/// A C string under construction in a fixed buffer: the text ends at the first NUL.
+pub struct Buf<'a> {
+    data: &'a mut [u8],
+}
+
+impl<'a> Buf<'a> {
+    /// Wraps `data` as it is (its current text, if any, is kept).
+    pub fn new(data: &'a mut [u8]) -> Buf<'a> {
+        Buf { data }
+    }
+
+    /// The buffer size.
+    pub fn cap(&self) -> usize {
+        self.data.len()
+    }
+
+    /// Length of the text (`strnlen`).
+    pub fn len(&self) -> usize {
+        self.data
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(self.data.len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Empties the text.
+    pub fn clear(&mut self) {
+        if let Some(b) = self.data.first_mut() {
+            *b = 0;
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.data[..self.len()]
+    }
+
+    /// The start of the buffer (for a C `tostr` operation that appends in place).
+    pub fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.data.as_mut_ptr()
+    }
+
+    /// `snprintf(text_end, room, "%s", s)`: at most `room - 1` bytes and a NUL.
+    fn put(&mut self, s: &[u8], room: usize) {
+        if room == 0 {
+            return;
+        }
+        let at = self.len();
+        let n = s.len().min(room - 1);
+        self.data[at..at + n].copy_from_slice(&s[..n]);
+        self.data[at + n] = 0;
+    }
+
+    /// Appends like the library's formatted append: the text never grows past `cap - 2`.
+    pub fn cat_bytes(&mut self, s: &[u8]) {
+        let room = self.cap().saturating_sub(1).saturating_sub(self.len());
+        self.put(s, room);
+    }
+
+    pub fn cat(&mut self, s: &str) {
+        self.cat_bytes(s.as_bytes());
+    }
+
+    /// Appends an address text, which may use one byte more than [`Buf::cat`].
+    pub fn cat_addr(&mut self, s: &[u8]) {
+        let room = self.cap().saturating_sub(self.len());
+        self.put(s, room);
+    }
+
+    /// Drops a trailing `", "` of the whole text.
+    pub fn remove_comma(&mut self) {
+        let n = self.len();
+        if n >= 2 && &self.data[n - 2..n] == b", " {
+            self.data[n - 2] = 0;
+        }
+    }
+
+    /// The first `cap` bytes as a buffer of their own (what a C `tostr` operation receives).
+    pub fn prefix(&mut self, cap: usize) -> Buf<'_> {
+        let cap = cap.min(self.data.len());
+        Buf {
+            data: &mut self.data[..cap],
+        }
+    }
+}
+
+/// Formats into a fresh `fi_tostr`-sized buffer.
+pub fn to_string(f: impl FnOnce(&mut Buf)) -> String {
+    let mut data = vec![0u8; TOSTR_BUF_LEN];
+    let mut b = Buf::new(&mut data);
+    f(&mut b);
+    String::from_utf8_lossy(b.as_bytes()).into_owned()
+}
+
+/// glibc's `%p`.
+pub fn ptr_text(p: usize) -> String {
+    if p == 0 {
+        "(nil)".to_string()
+    } else {
+        format!("{p:#x}")
+    }
+}
+
+// ---- flag sets ----
+
+fn flags(buf: &mut Buf, v: u64, table: &[(u64, &str)]) {
+    for (bit, name) in table {
+        if v & bit != 0 {
+            buf.cat(name);
+            buf.cat(", ");
+        }
+    }
+    buf.remove_comma();
+}
+
+/// `[ A, B ]` (the flags of `table` set in `v`) and a newline.
+fn flag_line(buf: &mut Buf, prefix: &str, key: &str, v: u64, table: &[(u64, &str)]) {
+    buf.cat(&format!("{prefix}{key}: [ "));
+    flags(buf, v, table);
+    buf.cat(" ]\n");
+}
+
+macro_rules! named {
+    ($($c:ident),* $(,)?) => { &[$(($c as u64, stringify!($c))),*] };
+}
+
+const CAPS: &[(u64, &str)] = named![
+    FI_MSG,
+    FI_RMA,
+    FI_TAGGED,
+    FI_ATOMIC,
+    FI_MULTICAST,
+    FI_COLLECTIVE,
+    FI_READ,
+    FI_WRITE,
+    FI_RECV,
+    FI_SEND,
+    FI_REMOTE_READ,
+    FI_REMOTE_WRITE,
+    FI_MULTI_RECV,
+    FI_REMOTE_CQ_DATA,
+    FI_TRIGGER,
+    FI_FENCE,
+    FI_RMA_PMEM,
+    FI_SOURCE_ERR,
+    FI_LOCAL_COMM,
+    FI_REMOTE_COMM,
+    FI_SHARED_AV,
+    FI_RMA_EVENT,
+    FI_SOURCE,
+    FI_NAMED_RX_CTX,
+    FI_DIRECTED_RECV,
+    FI_AV_USER_ID,
+    FI_PEER,
+    FI_HMEM,
+];
+
+const OP_FLAGS: &[(u64, &str)] = named![
+    FI_MULTICAST,
+    FI_MULTI_RECV,
+    FI_REMOTE_CQ_DATA,
+    FI_MORE,
+    FI_PEEK,
+    FI_TRIGGER,
+    FI_FENCE,
+    FI_COMPLETION,
+    FI_INJECT,
+    FI_INJECT_COMPLETE,
+    FI_TRANSMIT_COMPLETE,
+    FI_DELIVERY_COMPLETE,
+    FI_MATCH_COMPLETE,
+    FI_AFFINITY,
+    FI_CLAIM,
+    FI_DISCARD,
+];
+
+const MSG_ORDER: &[(u64, &str)] = named![
+    FI_ORDER_RAR,
+    FI_ORDER_RAW,
+    FI_ORDER_RAS,
+    FI_ORDER_WAR,
+    FI_ORDER_WAW,
+    FI_ORDER_WAS,
+    FI_ORDER_SAR,
+    FI_ORDER_SAW,
+    FI_ORDER_SAS,
+    FI_ORDER_RMA_RAR,
+    FI_ORDER_RMA_RAW,
+    FI_ORDER_RMA_WAR,
+    FI_ORDER_RMA_WAW,
+    FI_ORDER_ATOMIC_RAR,
+    FI_ORDER_ATOMIC_RAW,
+    FI_ORDER_ATOMIC_WAR,
+    FI_ORDER_ATOMIC_WAW,
+];
+
+const MODE: &[(u64, &str)] = named![
+    FI_CONTEXT,
+    FI_MSG_PREFIX,
+    FI_ASYNC_IOV,
+    FI_RX_CQ_DATA,
+    FI_LOCAL_MR,
+    FI_CONTEXT2,
+];
+
+const MR_MODE: &[(u64, &str)] = named![
+    FI_MR_BASIC,
+    FI_MR_SCALABLE,
+    FI_MR_LOCAL,
+    FI_MR_RAW,
+    FI_MR_VIRT_ADDR,
+    FI_MR_ALLOCATED,
+    FI_MR_PROV_KEY,
+    FI_MR_MMU_NOTIFY,
+    FI_MR_RMA_EVENT,
+    FI_MR_ENDPOINT,
+    FI_MR_HMEM,
+    FI_MR_COLLECTIVE,
+];
+
+const CQ_EVENT_FLAGS: &[(u64, &str)] = named![
+    FI_SEND,
+    FI_RECV,
+    FI_RMA,
+    FI_ATOMIC,
+    FI_MSG,
+    FI_TAGGED,
+    FI_READ,
+    FI_WRITE,
+    FI_REMOTE_READ,
+    FI_REMOTE_WRITE,
+    FI_REMOTE_CQ_DATA,
+    FI_MULTI_RECV,
+    FI_MORE,
+    FI_CLAIM,
+];
+
+const AV_FLAGS: &[(u64, &str)] = named![FI_EVENT, FI_READ, FI_SYMMETRIC];
+const CQ_FLAGS: &[(u64, &str)] = named![FI_AFFINITY];
+const MR_ACCESS: &[(u64, &str)] = named![
+    FI_RECV,
+    FI_SEND,
+    FI_READ,
+    FI_WRITE,
+    FI_REMOTE_READ,
+    FI_REMOTE_WRITE,
+    FI_COLLECTIVE,
+];
+
+// ---- enumerations ----
+
+fn name_of(v: i64, table: &[(u32, &'static str)]) -> &'static str {
+    table
+        .iter()
+        .find(|(c, _)| i64::from(*c) == v)
+        .map_or("Unknown", |(_, n)| n)
+}
+
+macro_rules! names {
+    ($($c:ident),* $(,)?) => { &[$(($c as u32, stringify!($c))),*] };
+}
+
+const EP_TYPES: &[(u32, &str)] = names![FI_EP_UNSPEC, FI_EP_MSG, FI_EP_DGRAM, FI_EP_RDM];
+
+const ADDR_FORMATS: &[(u32, &str)] = names![
+    FI_FORMAT_UNSPEC,
+    FI_SOCKADDR,
+    FI_SOCKADDR_IP,
+    FI_SOCKADDR_IN,
+    FI_SOCKADDR_IN6,
+    FI_SOCKADDR_IB,
+    FI_ADDR_PSMX2,
+    FI_ADDR_MLX,
+    FI_ADDR_UCX,
+    FI_ADDR_STR,
+    FI_ADDR_IB_UD,
+    FI_ADDR_EFA,
+    FI_ADDR_PSMX3,
+    FI_ADDR_OPX,
+    FI_ADDR_CXI,
+];
+
+const PROGRESS: &[(u32, &str)] = names![
+    FI_PROGRESS_UNSPEC,
+    FI_PROGRESS_AUTO,
+    FI_PROGRESS_MANUAL,
+    FI_PROGRESS_CONTROL_UNIFIED,
+];
+
+const THREADING: &[(u32, &str)] = names![
+    FI_THREAD_UNSPEC,
+    FI_THREAD_SAFE,
+    FI_THREAD_DOMAIN,
+    FI_THREAD_COMPLETION,
+    FI_THREAD_FID,
+    FI_THREAD_ENDPOINT,
+];
+
+const PROTOCOLS: &[(u32, &str)] = names![
+    FI_PROTO_UNSPEC,
+    FI_PROTO_RDMA_CM_IB_RC,
+    FI_PROTO_IWARP,
+    FI_PROTO_IB_UD,
+    FI_PROTO_PSMX2,
+    FI_PROTO_UDP,
+    FI_PROTO_SOCK_TCP,
+    FI_PROTO_IB_RDM,
+    FI_PROTO_IWARP_RDM,
+    FI_PROTO_RXM,
+    FI_PROTO_RXD,
+    FI_PROTO_MLX,
+    FI_PROTO_UCX,
+    FI_PROTO_NETWORKDIRECT,
+    FI_PROTO_SHM,
+    FI_PROTO_RDMA_CM_IB_XRC,
+    FI_PROTO_EFA,
+    FI_PROTO_PSMX3,
+    FI_PROTO_RXM_TCP,
+    FI_PROTO_OPX,
+    FI_PROTO_CXI,
+    FI_PROTO_XNET,
+    FI_PROTO_SM2,
+    FI_PROTO_CXI_RNR,
+    FI_PROTO_LPP,
+    FI_PROTO_LNX,
+];
+
+const RESOURCE_MGMT: &[(u32, &str)] = names![FI_RM_UNSPEC, FI_RM_DISABLED, FI_RM_ENABLED];
+const AV_TYPES: &[(u32, &str)] = names![FI_AV_UNSPEC, FI_AV_MAP, FI_AV_TABLE];
+
+const DATATYPES: &[(u32, &str)] = names![
+    FI_INT8,
+    FI_UINT8,
+    FI_INT16,
+    FI_UINT16,
+    FI_INT32,
+    FI_UINT32,
+    FI_INT64,
+    FI_UINT64,
+    FI_INT128,
+    FI_UINT128,
+    FI_FLOAT,
+    FI_DOUBLE,
+    FI_FLOAT_COMPLEX,
+    FI_DOUBLE_COMPLEX,
+    FI_LONG_DOUBLE,
+    FI_LONG_DOUBLE_COMPLEX,
+];
+
+const ATOMIC_OPS: &[(u32, &str)] = names![
+    FI_MIN,
+    FI_MAX,
+    FI_SUM,
+    FI_PROD,
+    FI_LOR,
+    FI_LAND,
+    FI_BOR,
+    FI_BAND,
+    FI_LXOR,
+    FI_BXOR,
+    FI_ATOMIC_READ,
+    FI_ATOMIC_WRITE,
+    FI_CSWAP,
+    FI_CSWAP_NE,
+    FI_CSWAP_LE,
+    FI_CSWAP_LT,
+    FI_CSWAP_GE,
+    FI_CSWAP_GT,
+    FI_MSWAP,
+];
+
+const COLLECTIVE_OPS: &[(u32, &str)] = names![
+    FI_BARRIER,
+    FI_BROADCAST,
+    FI_ALLTOALL,
+    FI_ALLREDUCE,
+    FI_ALLGATHER,
+    FI_REDUCE_SCATTER,
+    FI_REDUCE,
+    FI_SCATTER,
+    FI_GATHER,
+];
+
+const EQ_EVENTS: &[(u32, &str)] = names![
+    FI_NOTIFY,
+    FI_CONNREQ,
+    FI_CONNECTED,
+    FI_SHUTDOWN,
+    FI_MR_COMPLETE,
+    FI_AV_COMPLETE,
+    FI_JOIN_COMPLETE,
+];
+
+/// fi_trigger.h `enum fi_op_type`.
+const OP_TYPES: &[(u32, &str)] = &[
+    (0, "FI_OP_RECV"),
+    (1, "FI_OP_SEND"),
+    (2, "FI_OP_TRECV"),
+    (3, "FI_OP_TSEND"),
+    (4, "FI_OP_READ"),
+    (5, "FI_OP_WRITE"),
+    (6, "FI_OP_ATOMIC"),
+    (7, "FI_OP_FETCH_ATOMIC"),
+    (8, "FI_OP_COMPARE_ATOMIC"),
+    (9, "FI_OP_CNTR_SET"),
+    (10, "FI_OP_CNTR_ADD"),
+];
+
+const HMEM_IFACES: &[(u32, &str)] = names![
+    FI_HMEM_SYSTEM,
+    FI_HMEM_CUDA,
+    FI_HMEM_ROCR,
+    FI_HMEM_ZE,
+    FI_HMEM_NEURON,
+    FI_HMEM_SYNAPSEAI,
+];
+
+const CQ_FORMATS: &[(u32, &str)] = names![
+    FI_CQ_FORMAT_UNSPEC,
+    FI_CQ_FORMAT_CONTEXT,
+    FI_CQ_FORMAT_MSG,
+    FI_CQ_FORMAT_DATA,
+    FI_CQ_FORMAT_TAGGED,
+];
+
+const WAIT_OBJS: &[(u32, &str)] = names![
+    FI_WAIT_NONE,
+    FI_WAIT_UNSPEC,
+    FI_WAIT_SET,
+    FI_WAIT_FD,
+    FI_WAIT_MUTEX_COND,
+    FI_WAIT_YIELD,
+    FI_WAIT_POLLFD,
+];
+
+const CQ_WAIT_CONDS: &[(u32, &str)] = names![FI_CQ_COND_NONE, FI_CQ_COND_THRESHOLD];
+const CNTR_EVENTS: &[(u32, &str)] = names![FI_CNTR_EVENTS_COMP, FI_CNTR_EVENTS_BYTES];
+const BUS_TYPES: &[(u32, &str)] = &[
+    (FI_BUS_UNSPEC, "FI_BUS_UNKNOWN"),
+    (FI_BUS_PCI, "FI_BUS_PCI"),
+];
+const LINK_STATES: &[(u32, &str)] = names![FI_LINK_UNKNOWN, FI_LINK_DOWN, FI_LINK_UP];
+
+fn table_name(list: &[&'static str], v: i64) -> &'static str {
+    usize::try_from(v)
+        .ok()
+        .and_then(|i| list.get(i))
+        .copied()
+        .unwrap_or("Unknown")
+}
+
+// ---- addresses ----
+
+/// How many bytes of an address of `format` [`straddr`] reads, given its first two bytes (the
+/// socket address family, host order) where the format is a socket address. `None`: the address
+/// is a NUL-terminated string (`FI_ADDR_STR`).
+pub fn straddr_len(format: u32, family: u16) -> Option<usize> {
+    const INET: u16 = libc::AF_INET as u16;
+    const INET6: u16 = libc::AF_INET6 as u16;
+    const IB: u16 = 27; // AF_IB
+    Some(match (format, family) {
+        (FI_SOCKADDR | FI_SOCKADDR_IP | FI_SOCKADDR_IN, INET) => 8,
+        (FI_SOCKADDR_IN, INET6) => 20,
+        (FI_SOCKADDR | FI_SOCKADDR_IP | FI_SOCKADDR_IN6, INET6) => 24,
+        (FI_SOCKADDR_IN6, INET) => 12,
+        (FI_SOCKADDR, IB) | (FI_SOCKADDR_IB, _) => 48,
+        (FI_SOCKADDR | FI_SOCKADDR_IP | FI_SOCKADDR_IN | FI_SOCKADDR_IN6, _) => 2,
+        (FI_ADDR_EFA, _) => 24,
+        (FI_ADDR_IB_UD, _) => 27,
+        (FI_ADDR_PSMX2, _) => 16,
+        (FI_ADDR_PSMX3, _) => 32,
+        (FI_ADDR_OPX, _) => 8,
+        (FI_ADDR_CXI, _) => 4,
+        (FI_ADDR_STR, _) => return None,
+        _ => 0,
+    })
+}
+
+fn u16_ne(b: &[u8], at: usize) -> u16 {
+    u16::from_ne_bytes([b[at], b[at + 1]])
+}
+
+fn u16_be(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+fn u32_ne(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]))
+}
+
+fn u64_ne(b: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
+}
+
+fn u64_be(b: &[u8], at: usize) -> u64 {
+    u64::from_be_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
+}
+
+/// An IPv4 address in dotted decimal.
+fn ntop4(b: &[u8]) -> String {
+    format!("{}.{}.{}.{}", b[0], b[1], b[2], b[3])
+}
+
+/// An IPv6 address as the C library's `inet_ntop` writes it: lower-case hex groups, the first
+/// longest run of two or more zero groups as `::`, and the last 32 bits in dotted decimal for
+/// IPv4-compatible (`::a.b.c.d`) and IPv4-mapped (`::ffff:a.b.c.d`) addresses.
+pub fn ntop6(b: &[u8]) -> String {
+    let w: Vec<u16> = (0..8).map(|i| u16_be(b, 2 * i)).collect();
+    let (mut best, mut cur) = ((0usize, 0usize), (0usize, 0usize));
+    for (i, &x) in w.iter().enumerate() {
+        if x == 0 {
+            if cur.1 == 0 {
+                cur.0 = i;
+            }
+            cur.1 += 1;
+            if cur.1 > best.1 {
+                best = cur;
+            }
+        } else {
+            cur.1 = 0;
+        }
+    }
+    let run = (best.1 >= 2).then_some(best);
+    let mut s = String::new();
+    let mut i = 0;
+    while i < 8 {
+        if let Some((base, len)) = run
+            && i >= base
+            && i < base + len
+        {
+            if i == base {
+                s.push(':');
+            }
+            i += 1;
+            continue;
+        }
+        if i != 0 {
+            s.push(':');
+        }
+        if i == 6
+            && let Some((0, len)) = run
+            && (len == 6 || (len == 5 && w[5] == 0xffff))
+        {
+            s.push_str(&ntop4(&b[12..16]));
+            return s;
+        }
+        s.push_str(&format!("{:x}", w[i]));
+        i += 1;
+    }
+    if let Some((base, len)) = run
+        && base + len == 8
+    {
+        s.push(':');
+    }
+    s
+}
+
+/// The `fi_<format>://` text of an address (what `fi_av_straddr` and `fi_tostr` print), or None
+/// where the C library prints nothing (unknown format, unknown socket family, short data).
+/// `bytes` holds at least [`straddr_len`] bytes; `ptr` is the address's location (printed by
+/// the formats that have no text of their own).
+pub fn straddr(format: u32, bytes: &[u8], ptr: usize) -> Option<Vec<u8>> {
+    let family = if bytes.len() >= 2 {
+        u16_ne(bytes, 0)
+    } else {
+        0
+    };
+    match straddr_len(format, family) {
+        Some(n) if bytes.len() < n => return None,
+        _ => {}
+    }
+    const INET: u16 = libc::AF_INET as u16;
+    const INET6: u16 = libc::AF_INET6 as u16;
+    let sin = |b: &[u8]| -> Option<String> {
+        let host = match u16_ne(b, 0) {
+            INET => ntop4(&b[4..8]),
+            INET6 => ntop6(&b[4..20]),
+            _ => return None,
+        };
+        Some(format!("fi_sockaddr_in://{host}:{}", u16_be(b, 2)))
+    };
+    let sin6 = |b: &[u8]| -> Option<String> {
+        let host = match u16_ne(b, 0) {
+            INET => ntop4(&b[8..12]),
+            INET6 => ntop6(&b[8..24]),
+            _ => return None,
+        };
+        Some(format!("fi_sockaddr_in6://[{host}]:{}", u16_be(b, 2)))
+    };
+    let sib = |b: &[u8]| -> String {
+        format!(
+            "fi_sockaddr_ib://[{}]:0x{:x}:0x{:x}:0x{:x}",
+            ntop6(&b[8..24]),
+            u16_be(b, 2),
+            (u64_be(b, 24) >> 16) & 0xfff,
+            u64_be(b, 40) & 0xff
+        )
+    };
+    let text = match format {
+        FI_SOCKADDR => match family {
+            INET => sin(bytes)?,
+            INET6 => sin6(bytes)?,
+            27 => sib(bytes),
+            _ => return None,
+        },
+        FI_SOCKADDR_IP => match family {
+            INET => sin(bytes)?,
+            INET6 => sin6(bytes)?,
+            _ => return None,
+        },
+        FI_SOCKADDR_IN => sin(bytes)?,
+        FI_SOCKADDR_IN6 => sin6(bytes)?,
+        FI_SOCKADDR_IB => sib(bytes),
+        FI_ADDR_EFA => format!(
+            "fi_addr_efa://[{}]:{}:{}",
+            ntop6(&bytes[..16]),
+            u16_ne(bytes, 16),
+            u32_ne(bytes, 20)
+        ),
+        FI_ADDR_PSMX2 => format!(
+            "fi_addr_psmx2://{:x}:{:x}",
+            u64_ne(bytes, 0),
+            u64_ne(bytes, 8)
+        ),
+        FI_ADDR_PSMX3 => format!(
+            "fi_addr_psmx3://{:x}:{:x}:{:x}:{:x}",
+            u64_ne(bytes, 0),
+            u64_ne(bytes, 8),
+            u64_ne(bytes, 16),
+            u64_ne(bytes, 24)
+        ),
+        FI_ADDR_OPX => format!("fi_addr_opx://{:016x}", u64_ne(bytes, 0)),
+        FI_ADDR_MLX => format!("fi_addr_mlx://{}", ptr_text(ptr)),
+        FI_ADDR_UCX => format!("fi_addr_ucx://{}", ptr_text(ptr)),
+        FI_ADDR_IB_UD => format!(
+            "fi_addr_ib_ud://{}:{:x}/{:x}/{:x}/{:x}",
+            ntop6(&bytes[..16]),
+            u32_ne(bytes, 16),
+            u16_ne(bytes, 20),
+            u16_ne(bytes, 22),
+            bytes[26]
+        ),
+        FI_ADDR_CXI => format!("fi_addr_cxi://0x{:08x}", u32_ne(bytes, 0)),
+        FI_ADDR_STR => {
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            return Some(bytes[..end].to_vec());
+        }
+        _ => return None,
+    };
+    Some(text.into_bytes())
+}
+
+// ---- objects reached through C (handles, NICs) ----
+
+/// What the C side knows about an object named by a pointer: whether it has a `tostr`
+/// operation, which then appends its own text (fi_fabric(3): `fi_tostr` of `FI_TYPE_FID`).
+pub trait FidText {
+    /// Appends `fid`'s own text to `buf` if it has a `tostr` operation (returns false if not).
+    fn tostr(&mut self, buf: &mut Buf, fid: usize) -> bool;
+}
+
+/// For objects only known by address.
+pub struct NoFidText;
+
+impl FidText for NoFidText {
+    fn tostr(&mut self, _buf: &mut Buf, _fid: usize) -> bool {
+        false
+    }
+}
+
+fn fid_line(buf: &mut Buf, label: &str, fid: usize, fids: &mut dyn FidText) {
+    if fid == 0 || !fids.tostr(buf, fid) {
+        buf.cat(&format!("{label}{}\n", ptr_text(fid)));
+    }
+}
+
+// ---- views of the C structures that hold strings or pointers ----
+
+/// An address as `fi_info` holds it: where it is, and enough of its bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct AddrView<'a> {
+    pub ptr: usize,
+    pub bytes: &'a [u8],
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct DomainView<'a> {
+    pub attr: &'a fi_domain_attr,
+    pub name: Option<&'a [u8]>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct FabricView<'a> {
+    pub attr: &'a fi_fabric_attr,
+    pub name: Option<&'a [u8]>,
+    pub prov_name: Option<&'a [u8]>,
+}
+
+/// The NIC of an `fi_info`.
+#[derive(Clone, Copy, Debug)]
+pub enum NicView<'a> {
+    Null,
+    /// A C `fid_nic`, printed by its own `tostr` operation.
+    Fid(usize),
+    /// A NIC described in Rust.
+    Decoded(&'a Nic),
+}
+
+/// An `fi_info` to print; `None` attributes are NULL pointers.
+#[derive(Clone, Copy, Debug)]
+pub struct InfoView<'a> {
+    pub caps: u64,
+    pub mode: u64,
+    pub addr_format: u32,
+    pub src_addrlen: usize,
+    pub dest_addrlen: usize,
+    pub src_addr: Option<AddrView<'a>>,
+    pub dest_addr: Option<AddrView<'a>>,
+    pub handle: usize,
+    pub tx_attr: Option<&'a fi_tx_attr>,
+    pub rx_attr: Option<&'a fi_rx_attr>,
+    pub ep_attr: Option<&'a fi_ep_attr>,
+    pub domain_attr: Option<DomainView<'a>>,
+    pub fabric_attr: Option<FabricView<'a>>,
+    pub nic: NicView<'a>,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct AvAttrView<'a> {
+    pub type_: u32,
+    pub count: usize,
+    pub ep_per_node: usize,
+    pub name: Option<&'a [u8]>,
+    pub flags: u64,
+}
+
+/// `%s` of a C string (NULL prints `(null)`).
+fn c_str(s: Option<&[u8]>) -> &[u8] {
+    s.unwrap_or(b"(null)")
+}
+
+// ---- the structures ----
+
+pub fn tx_attr(buf: &mut Buf, attr: Option<&fi_tx_attr>, prefix: &str) {
+    let Some(a) = attr else {
+        buf.cat(&format!("{prefix}fi_tx_attr: (null)\n"));
+        return;
+    };
+    let p = format!("{prefix}{TAB}");
+    buf.cat(&format!("{prefix}fi_tx_attr:\n"));
+    flag_line(buf, &p, "caps", a.caps, CAPS);
+    flag_line(buf, &p, "mode", a.mode, MODE);
+    flag_line(buf, &p, "op_flags", a.op_flags, OP_FLAGS);
+    flag_line(buf, &p, "msg_order", a.msg_order, MSG_ORDER);
+    buf.cat(&format!("{p}inject_size: {}\n", a.inject_size));
+    buf.cat(&format!("{p}size: {}\n", a.size));
+    buf.cat(&format!("{p}iov_limit: {}\n", a.iov_limit));
+    buf.cat(&format!("{p}rma_iov_limit: {}\n", a.rma_iov_limit));
+    buf.cat(&format!("{p}tclass: {:#x}\n", a.tclass));
+}
+
+pub fn rx_attr(buf: &mut Buf, attr: Option<&fi_rx_attr>, prefix: &str) {
+    let Some(a) = attr else {
+        buf.cat(&format!("{prefix}fi_rx_attr: (null)\n"));
+        return;
+    };
+    let p = format!("{prefix}{TAB}");
+    buf.cat(&format!("{prefix}fi_rx_attr:\n"));
+    flag_line(buf, &p, "caps", a.caps, CAPS);
+    flag_line(buf, &p, "mode", a.mode, MODE);
+    flag_line(buf, &p, "op_flags", a.op_flags, OP_FLAGS);
+    flag_line(buf, &p, "msg_order", a.msg_order, MSG_ORDER);
+    buf.cat(&format!("{p}size: {}\n", a.size));
+    buf.cat(&format!("{p}iov_limit: {}\n", a.iov_limit));
+}
+
+fn ctx_cnt(n: usize) -> String {
+    if n == FI_SHARED_CONTEXT {
+        "FI_SHARED_CONTEXT".to_string()
+    } else {
+        n.to_string()
+    }
+}
+
+pub fn ep_attr(buf: &mut Buf, attr: Option<&fi_ep_attr>, prefix: &str) {
+    let Some(a) = attr else {
+        buf.cat(&format!("{prefix}fi_ep_attr: (null)\n"));
+        return;
+    };
+    let p = format!("{prefix}{TAB}");
+    buf.cat(&format!("{prefix}fi_ep_attr:\n"));
+    buf.cat(&format!(
+        "{p}type: {}\n",
+        name_of(i64::from(a.type_ as i32), EP_TYPES)
+    ));
+    buf.cat(&format!(
+        "{p}protocol: {}\n",
+        name_of(i64::from(a.protocol), PROTOCOLS)
+    ));
+    buf.cat(&format!(
+        "{p}protocol_version: {}\n",
+        a.protocol_version as i32
+    ));
+    buf.cat(&format!("{p}max_msg_size: {}\n", a.max_msg_size));
+    buf.cat(&format!("{p}msg_prefix_size: {}\n", a.msg_prefix_size));
+    buf.cat(&format!(
+        "{p}max_order_raw_size: {}\n",
+        a.max_order_raw_size
+    ));
+    buf.cat(&format!(
+        "{p}max_order_war_size: {}\n",
+        a.max_order_war_size
+    ));
+    buf.cat(&format!(
+        "{p}max_order_waw_size: {}\n",
+        a.max_order_waw_size
+    ));
+    buf.cat(&format!("{p}mem_tag_format: 0x{:016x}\n", a.mem_tag_format));
+    buf.cat(&format!("{p}tx_ctx_cnt: {}\n", ctx_cnt(a.tx_ctx_cnt)));
+    buf.cat(&format!("{p}rx_ctx_cnt: {}\n", ctx_cnt(a.rx_ctx_cnt)));
+    buf.cat(&format!("{p}auth_key_size: {}\n", a.auth_key_size));
+}
+
+pub fn domain_attr(buf: &mut Buf, attr: Option<DomainView<'_>>, prefix: &str) {
+    let Some(DomainView { attr: a, name }) = attr else {
+        buf.cat(&format!("{prefix}fi_domain_attr: (null)\n"));
+        return;
+    };
+    let p = format!("{prefix}{TAB}");
+    buf.cat(&format!("{prefix}fi_domain_attr:\n"));
+    buf.cat(&format!("{p}domain: {}\n", ptr_text(a.domain as usize)));
+    buf.cat(&format!("{p}name: "));
+    buf.cat_bytes(c_str(name));
+    buf.cat("\n");
+    buf.cat(&format!(
+        "{p}threading: {}\n",
+        name_of(i64::from(a.threading as i32), THREADING)
+    ));
+    buf.cat(&format!(
+        "{p}progress: {}\n",
+        name_of(i64::from(a.progress as i32), PROGRESS)
+    ));
+    buf.cat(&format!(
+        "{p}resource_mgmt: {}\n",
+        name_of(i64::from(a.resource_mgmt as i32), RESOURCE_MGMT)
+    ));
+    buf.cat(&format!(
+        "{p}av_type: {}\n",
+        name_of(i64::from(a.av_type as i32), AV_TYPES)
+    ));
+    flag_line(buf, &p, "mr_mode", a.mr_mode as u32 as u64, MR_MODE);
+    for (k, v) in [
+        ("mr_key_size", a.mr_key_size),
+        ("cq_data_size", a.cq_data_size),
+        ("cq_cnt", a.cq_cnt),
+        ("ep_cnt", a.ep_cnt),
+        ("tx_ctx_cnt", a.tx_ctx_cnt),
+        ("rx_ctx_cnt", a.rx_ctx_cnt),
+        ("max_ep_tx_ctx", a.max_ep_tx_ctx),
+        ("max_ep_rx_ctx", a.max_ep_rx_ctx),
+        ("max_ep_stx_ctx", a.max_ep_stx_ctx),
+        ("max_ep_srx_ctx", a.max_ep_srx_ctx),
+        ("cntr_cnt", a.cntr_cnt),
+        ("mr_iov_limit", a.mr_iov_limit),
+    ] {
+        buf.cat(&format!("{p}{k}: {v}\n"));
+    }
+    flag_line(buf, &p, "caps", a.caps, CAPS);
+    flag_line(buf, &p, "mode", a.mode, MODE);
+    buf.cat(&format!("{p}auth_key_size: {}\n", a.auth_key_size));
+    buf.cat(&format!("{p}max_err_data: {}\n", a.max_err_data));
+    buf.cat(&format!("{p}mr_cnt: {}\n", a.mr_cnt));
+    buf.cat(&format!("{p}tclass: {:#x}\n", a.tclass));
+    buf.cat(&format!("{p}max_ep_auth_key: {}\n", a.max_ep_auth_key));
+    buf.cat(&format!("{p}max_group_id: {}\n", a.max_group_id));
+    buf.cat(&format!("{p}max_cntr_value: {}\n", a.max_cntr_value));
+    buf.cat(&format!(
+        "{p}max_err_cntr_value: {}\n",
+        a.max_err_cntr_value
+    ));
+}
+
+/// `major.minor` of a version (each printed as a C `int`).
+fn version_text(v: u32) -> String {
+    format!("{}.{}", fi_major(v) as i32, fi_minor(v) as i32)
+}
+
+pub fn fabric_attr(buf: &mut Buf, attr: Option<FabricView<'_>>, prefix: &str) {
+    let Some(FabricView {
+        attr: a,
+        name,
+        prov_name,
+    }) = attr
+    else {
+        buf.cat(&format!("{prefix}fi_fabric_attr: (null)\n"));
+        return;
+    };
+    let p = format!("{prefix}{TAB}");
+    buf.cat(&format!("{prefix}fi_fabric_attr:\n"));
+    buf.cat(&format!("{p}name: "));
+    buf.cat_bytes(c_str(name));
+    buf.cat("\n");
+    buf.cat(&format!("{p}prov_name: "));
+    buf.cat_bytes(c_str(prov_name));
+    buf.cat("\n");
+    buf.cat(&format!(
+        "{p}prov_version: {}\n",
+        version_text(a.prov_version)
+    ));
+    buf.cat(&format!(
+        "{p}api_version: {}\n",
+        version_text(a.api_version)
+    ));
+}
+
+fn addr(buf: &mut Buf, format: u32, a: Option<AddrView<'_>>) {
+    match a {
+        None => buf.cat("(null)"),
+        Some(a) => {
+            if let Some(t) = straddr(format, a.bytes, a.ptr) {
+                buf.cat_addr(&t);
+            }
+        }
+    }
+}
+
+/// The `nic:` block of a NIC (what the NIC's `tostr` operation appends).
+pub fn nic(buf: &mut Buf, n: &Nic) {
+    let (p2, p3, p4) = (TAB.repeat(2), TAB.repeat(3), TAB.repeat(4));
+    buf.cat(&format!("{TAB}nic:\n"));
+    match &n.device {
+        None => buf.cat(&format!("{p2}fi_device_attr: (null)\n")),
+        Some(d) => {
+            buf.cat(&format!("{p2}fi_device_attr:\n"));
+            for (k, v) in [
+                ("name", &d.name),
+                ("device_id", &d.device_id),
+                ("device_version", &d.device_version),
+                ("vendor_id", &d.vendor_id),
+                ("driver", &d.driver),
+                ("firmware", &d.firmware),
+            ] {
+                buf.cat(&format!("{p3}{k}: "));
+                buf.cat_bytes(c_str(v.as_deref().map(str::as_bytes)));
+                buf.cat("\n");
+            }
+        }
+    }
+    match &n.bus {
+        None => buf.cat(&format!("{p2}fi_bus_attr: (null)\n")),
+        Some(b) => {
+            buf.cat(&format!("{p2}fi_bus_attr:\n"));
+            buf.cat(&format!(
+                "{p3}bus_type: {}\n",
+                name_of(i64::from(b.bus_type as i32), BUS_TYPES)
+            ));
+            if b.bus_type == FI_BUS_PCI {
+                buf.cat(&format!("{p3}fi_pci_attr:\n"));
+                buf.cat(&format!("{p4}domain_id: {}\n", b.pci_domain_id));
+                buf.cat(&format!("{p4}bus_id: {}\n", b.pci_bus_id));
+                buf.cat(&format!("{p4}device_id: {}\n", b.pci_device_id));
+                buf.cat(&format!("{p4}function_id: {}\n", b.pci_function_id));
+            }
+        }
+    }
+    match &n.link {
+        None => buf.cat(&format!("{p2}fi_link_attr: (null)\n")),
+        Some(l) => {
+            buf.cat(&format!("{p2}fi_link_attr:\n"));
+            buf.cat(&format!("{p3}address: "));
+            buf.cat_bytes(c_str(l.address.as_deref().map(str::as_bytes)));
+            buf.cat("\n");
+            buf.cat(&format!("{p3}mtu: {}\n", l.mtu));
+            buf.cat(&format!("{p3}speed: {}\n", l.speed));
+            buf.cat(&format!(
+                "{p3}state: {}\n",
+                name_of(i64::from(l.state as i32), LINK_STATES)
+            ));
+            buf.cat(&format!("{p3}network_type: "));
+            buf.cat_bytes(c_str(l.network_type.as_deref().map(str::as_bytes)));
+            buf.cat("\n");
+        }
+    }
+}
+
+/// `FI_TYPE_INFO`.
+pub fn info(buf: &mut Buf, i: &InfoView<'_>, fids: &mut dyn FidText) {
+    buf.cat("fi_info:\n");
+    flag_line(buf, TAB, "caps", i.caps, CAPS);
+    flag_line(buf, TAB, "mode", i.mode, MODE);
+    buf.cat(&format!(
+        "{TAB}addr_format: {}\n",
+        name_of(i64::from(i.addr_format), ADDR_FORMATS)
+    ));
+    buf.cat(&format!("{TAB}src_addrlen: {}\n", i.src_addrlen));
+    buf.cat(&format!("{TAB}dest_addrlen: {}\n", i.dest_addrlen));
+    buf.cat(&format!("{TAB}src_addr: "));
+    addr(buf, i.addr_format, i.src_addr);
+    buf.cat("\n");
+    buf.cat(&format!("{TAB}dest_addr: "));
+    addr(buf, i.addr_format, i.dest_addr);
+    buf.cat("\n");
+    fid_line(buf, &format!("{TAB}handle: "), i.handle, fids);
+    tx_attr(buf, i.tx_attr, TAB);
+    rx_attr(buf, i.rx_attr, TAB);
+    ep_attr(buf, i.ep_attr, TAB);
+    domain_attr(buf, i.domain_attr, TAB);
+    fabric_attr(buf, i.fabric_attr, TAB);
+    match i.nic {
+        NicView::Null => buf.cat(&format!("{TAB}nic: (nil)\n")),
+        NicView::Fid(f) => fid_line(buf, &format!("{TAB}nic: "), f, fids),
+        NicView::Decoded(n) => {
+            // A NIC's tostr receives the room left, counted from the start of the buffer.
+            let room = buf.cap() - buf.len();
+            nic(&mut buf.prefix(room), n);
+        }
+    }
+}
+
+pub fn av_attr(buf: &mut Buf, a: &AvAttrView<'_>) {
+    buf.cat("fi_av_attr:\n");
+    buf.cat(&format!(
+        "{TAB}type: {}\n",
+        name_of(i64::from(a.type_ as i32), AV_TYPES)
+    ));
+    buf.cat(&format!("{TAB}count: {}\n", a.count));
+    buf.cat(&format!("{TAB}ep_per_node: {}\n", a.ep_per_node));
+    buf.cat(&format!("{TAB}name: "));
+    buf.cat_bytes(c_str(a.name));
+    buf.cat("\n");
+    flag_line(buf, TAB, "flags", a.flags, AV_FLAGS);
+}
+
+pub fn cq_attr(buf: &mut Buf, a: &fi_cq_attr) {
+    buf.cat("fi_cq_attr:\n");
+    buf.cat(&format!("{TAB}size: {}\n", a.size));
+    flag_line(buf, TAB, "flags", a.flags, CQ_FLAGS);
+    buf.cat(&format!(
+        "{TAB}format: {}\n",
+        name_of(i64::from(a.format as i32), CQ_FORMATS)
+    ));
+    buf.cat(&format!(
+        "{TAB}wait_obj: {}\n",
+        name_of(i64::from(a.wait_obj as i32), WAIT_OBJS)
+    ));
+    buf.cat(&format!("{TAB}signaling_vector: {}\n", a.signaling_vector));
+    buf.cat(&format!(
+        "{TAB}wait_cond: {}\n",
+        name_of(i64::from(a.wait_cond as i32), CQ_WAIT_CONDS)
+    ));
+}
+
+pub fn mr_attr(buf: &mut Buf, a: &fi_mr_attr) {
+    buf.cat("fi_mr_attr:\n");
+    buf.cat(&format!("{TAB}mr_iov: {}\n", ptr_text(a.mr_iov as usize)));
+    buf.cat(&format!("{TAB}iov_count: {}\n", a.iov_count));
+    flag_line(buf, TAB, "access", a.access, MR_ACCESS);
+    buf.cat(&format!("{TAB}offset: {:#x}\n", a.offset));
+    buf.cat(&format!("{TAB}requested_key: {:#x}\n", a.requested_key));
+    buf.cat(&format!("{TAB}context: {}\n", ptr_text(a.context as usize)));
+    buf.cat(&format!("{TAB}auth_key_size: {}\n", a.auth_key_size));
+    buf.cat(&format!(
+        "{TAB}iface: {}\n",
+        name_of(i64::from(a.iface as i32), HMEM_IFACES)
+    ));
+}
+
+pub fn cntr_attr(buf: &mut Buf, a: &fi_cntr_attr) {
+    buf.cat("fi_cntr_attr:\n");
+    buf.cat(&format!(
+        "{TAB}events: {}\n",
+        name_of(i64::from(a.events as i32), CNTR_EVENTS)
+    ));
+    buf.cat(&format!(
+        "{TAB}wait_obj: {}\n",
+        name_of(i64::from(a.wait_obj as i32), WAIT_OBJS)
+    ));
+    buf.cat(&format!("{TAB}flags: {:#x}\n", a.flags));
+}
+
+pub fn cq_err_entry(buf: &mut Buf, e: &fi_cq_err_entry) {
+    buf.cat("fi_cq_err_entry:\n");
+    buf.cat(&format!(
+        "{TAB}op_context: {}\n",
+        ptr_text(e.op_context as usize)
+    ));
+    buf.cat(&format!("{TAB}flags: {:#x}\n", e.flags));
+    buf.cat(&format!("{TAB}len: {}\n", e.len));
+    buf.cat(&format!("{TAB}buf: {}\n", ptr_text(e.buf as usize)));
+    buf.cat(&format!("{TAB}data: {}\n", e.data));
+    buf.cat(&format!("{TAB}tag: {:#x}\n", e.tag));
+    buf.cat(&format!("{TAB}olen: {}\n", e.olen));
+    buf.cat(&format!("{TAB}err: {}\n", e.err));
+    // 2.6 prints the `err` field under this key too; programs see that text.
+    buf.cat(&format!("{TAB}prov_errno: {}\n", e.err));
+    buf.cat(&format!(
+        "{TAB}err_data: {}\n",
+        ptr_text(e.err_data as usize)
+    ));
+    buf.cat(&format!("{TAB}err_data_size: {}\n", e.err_data_size));
+}
+
+// ---- fi_tostr dispatch ----
+
+/// What the data pointer of each `FI_TYPE_*` points to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Info,
+    /// An `int` (a C enumeration).
+    Int,
+    U32,
+    U64,
+    TxAttr,
+    RxAttr,
+    EpAttr,
+    DomainAttr,
+    FabricAttr,
+    /// The `struct fid` itself.
+    Fid,
+    AvAttr,
+    CqAttr,
+    MrAttr,
+    CntrAttr,
+    CqErrEntry,
+    /// The data is not read (`FI_TYPE_VERSION`, unknown types).
+    Nothing,
+}
+
+pub fn kind(datatype: u32) -> Kind {
+    match datatype {
+        FI_TYPE_INFO => Kind::Info,
+        FI_TYPE_CAPS
+        | FI_TYPE_OP_FLAGS
+        | FI_TYPE_MSG_ORDER
+        | FI_TYPE_MODE
+        | FI_TYPE_CQ_EVENT_FLAGS => Kind::U64,
+        FI_TYPE_ADDR_FORMAT | FI_TYPE_PROTOCOL => Kind::U32,
+        FI_TYPE_EP_TYPE
+        | FI_TYPE_THREADING
+        | FI_TYPE_PROGRESS
+        | FI_TYPE_AV_TYPE
+        | FI_TYPE_ATOMIC_TYPE
+        | FI_TYPE_ATOMIC_OP
+        | FI_TYPE_EQ_EVENT
+        | FI_TYPE_MR_MODE
+        | FI_TYPE_OP_TYPE
+        | FI_TYPE_COLLECTIVE_OP
+        | FI_TYPE_HMEM_IFACE
+        | FI_TYPE_CQ_FORMAT
+        | FI_TYPE_LOG_LEVEL
+        | FI_TYPE_LOG_SUBSYS
+        | FI_TYPE_CQ_WAIT_COND
+        | FI_TYPE_WAIT_OBJ => Kind::Int,
+        FI_TYPE_TX_ATTR => Kind::TxAttr,
+        FI_TYPE_RX_ATTR => Kind::RxAttr,
+        FI_TYPE_EP_ATTR => Kind::EpAttr,
+        FI_TYPE_DOMAIN_ATTR => Kind::DomainAttr,
+        FI_TYPE_FABRIC_ATTR => Kind::FabricAttr,
+        FI_TYPE_FID => Kind::Fid,
+        FI_TYPE_AV_ATTR => Kind::AvAttr,
+        FI_TYPE_CQ_ATTR => Kind::CqAttr,
+        FI_TYPE_MR_ATTR => Kind::MrAttr,
+        FI_TYPE_CNTR_ATTR => Kind::CntrAttr,
+        FI_TYPE_CQ_ERR_ENTRY => Kind::CqErrEntry,
+        _ => Kind::Nothing,
+    }
+}
+
+/// The decoded data of one `fi_tostr` call (the variant [`kind`] names).
+#[derive(Clone, Copy, Debug)]
+pub enum Value<'a> {
+    Info(&'a InfoView<'a>),
+    Int(i32),
+    U32(u32),
+    U64(u64),
+    TxAttr(&'a fi_tx_attr),
+    RxAttr(&'a fi_rx_attr),
+    EpAttr(&'a fi_ep_attr),
+    DomainAttr(DomainView<'a>),
+    FabricAttr(FabricView<'a>),
+    Fid(usize),
+    AvAttr(&'a AvAttrView<'a>),
+    CqAttr(&'a fi_cq_attr),
+    MrAttr(&'a fi_mr_attr),
+    CntrAttr(&'a fi_cntr_attr),
+    CqErrEntry(&'a fi_cq_err_entry),
+    Nothing,
+}
+
+/// `fi_tostr_r`: clears `buf` and writes the text of `v` as `datatype`.
+pub fn tostr(buf: &mut Buf, datatype: u32, v: Value<'_>, fids: &mut dyn FidText) {
+    buf.clear();
+    let int = |v: Value<'_>| match v {
+        Value::Int(i) => i64::from(i),
+        _ => -1,
+    };
+    let word = |v: Value<'_>| match v {
+        Value::U64(x) => x,
+        Value::U32(x) => u64::from(x),
+        _ => 0,
+    };
+    match (datatype, v) {
+        (FI_TYPE_INFO, Value::Info(i)) => info(buf, i, fids),
+        (FI_TYPE_EP_TYPE, _) => buf.cat(name_of(int(v), EP_TYPES)),
+        (FI_TYPE_CAPS, _) => flags(buf, word(v), CAPS),
+        (FI_TYPE_OP_FLAGS, _) => flags(buf, word(v), OP_FLAGS),
+        (FI_TYPE_ADDR_FORMAT, _) => buf.cat(name_of(word(v) as i64, ADDR_FORMATS)),
+        (FI_TYPE_TX_ATTR, Value::TxAttr(a)) => tx_attr(buf, Some(a), ""),
+        (FI_TYPE_RX_ATTR, Value::RxAttr(a)) => rx_attr(buf, Some(a), ""),
+        (FI_TYPE_EP_ATTR, Value::EpAttr(a)) => ep_attr(buf, Some(a), ""),
+        (FI_TYPE_DOMAIN_ATTR, Value::DomainAttr(a)) => domain_attr(buf, Some(a), ""),
+        (FI_TYPE_FABRIC_ATTR, Value::FabricAttr(a)) => fabric_attr(buf, Some(a), ""),
+        (FI_TYPE_THREADING, _) => buf.cat(name_of(int(v), THREADING)),
+        (FI_TYPE_PROGRESS, _) => buf.cat(name_of(int(v), PROGRESS)),
+        (FI_TYPE_PROTOCOL, _) => buf.cat(name_of(word(v) as i64, PROTOCOLS)),
+        (FI_TYPE_MSG_ORDER, _) => flags(buf, word(v), MSG_ORDER),
+        (FI_TYPE_MODE, _) => flags(buf, word(v), MODE),
+        (FI_TYPE_AV_TYPE, _) => buf.cat(name_of(int(v), AV_TYPES)),
+        (FI_TYPE_ATOMIC_TYPE, _) => buf.cat(name_of(int(v), DATATYPES)),
+        (FI_TYPE_ATOMIC_OP, _) => buf.cat(name_of(int(v), ATOMIC_OPS)),
+        (FI_TYPE_VERSION, _) => buf.cat(&format!(
+            "{FI_MAJOR_VERSION}.{FI_MINOR_VERSION}.{FI_REVISION_VERSION}"
+        )),
+        (FI_TYPE_EQ_EVENT, _) => buf.cat(name_of(int(v), EQ_EVENTS)),
+        (FI_TYPE_CQ_EVENT_FLAGS, _) => flags(buf, word(v), CQ_EVENT_FLAGS),
+        // mr_mode was an enumeration before it became flags: read as an int.
+        (FI_TYPE_MR_MODE, _) => flags(buf, int(v) as u32 as u64, MR_MODE),
+        (FI_TYPE_OP_TYPE, _) => buf.cat(name_of(int(v), OP_TYPES)),
+        (FI_TYPE_FID, Value::Fid(f)) => fid_line(buf, "fid: ", f, fids),
+        (FI_TYPE_COLLECTIVE_OP, _) => buf.cat(name_of(int(v), COLLECTIVE_OPS)),
+        (FI_TYPE_HMEM_IFACE, _) => buf.cat(name_of(int(v), HMEM_IFACES)),
+        (FI_TYPE_CQ_FORMAT, _) => buf.cat(name_of(int(v), CQ_FORMATS)),
+        (FI_TYPE_LOG_LEVEL, _) => buf.cat(table_name(&LEVEL_NAMES, int(v))),
+        (FI_TYPE_LOG_SUBSYS, _) => buf.cat(table_name(&SUBSYS_NAMES, int(v))),
+        (FI_TYPE_AV_ATTR, Value::AvAttr(a)) => av_attr(buf, a),
+        (FI_TYPE_CQ_ATTR, Value::CqAttr(a)) => cq_attr(buf, a),
+        (FI_TYPE_MR_ATTR, Value::MrAttr(a)) => mr_attr(buf, a),
+        (FI_TYPE_CNTR_ATTR, Value::CntrAttr(a)) => cntr_attr(buf, a),
+        (FI_TYPE_CQ_ERR_ENTRY, Value::CqErrEntry(e)) => cq_err_entry(buf, e),
+        (FI_TYPE_CQ_WAIT_COND, _) => buf.cat(name_of(int(v), CQ_WAIT_CONDS)),
+        (FI_TYPE_WAIT_OBJ, _) => buf.cat(name_of(int(v), WAIT_OBJS)),
+        _ => buf.cat("Unknown type"),
+    }
+}
+
+// ---- Rust-side conveniences ----
+
+/// The C attribute structs an [`Info`] stands for (strings and pointers aside).
+struct InfoParts {
+    ep: fi_ep_attr,
+    domain: fi_domain_attr,
+    fabric: fi_fabric_attr,
+}
+
+fn parts(i: &Info) -> InfoParts {
+    let e = &i.ep_attr;
+    let d = &i.domain_attr;
+    let f = &i.fabric_attr;
+    InfoParts {
+        ep: fi_ep_attr {
+            type_: e.type_,
+            protocol: e.protocol,
+            protocol_version: e.protocol_version,
+            max_msg_size: e.max_msg_size,
+            msg_prefix_size: e.msg_prefix_size,
+            max_order_raw_size: e.max_order_raw_size,
+            max_order_war_size: e.max_order_war_size,
+            max_order_waw_size: e.max_order_waw_size,
+            mem_tag_format: e.mem_tag_format,
+            tx_ctx_cnt: e.tx_ctx_cnt,
+            rx_ctx_cnt: e.rx_ctx_cnt,
+            auth_key_size: e.auth_key.as_ref().map_or(0, Vec::len),
+            auth_key: core::ptr::null_mut(),
+        },
+        domain: fi_domain_attr {
+            domain: d.domain as *mut fid_domain,
+            name: core::ptr::null_mut(),
+            threading: d.threading,
+            control_progress: d.control_progress,
+            progress: d.progress,
+            resource_mgmt: d.resource_mgmt,
+            av_type: d.av_type,
+            mr_mode: d.mr_mode,
+            mr_key_size: d.mr_key_size,
+            cq_data_size: d.cq_data_size,
+            cq_cnt: d.cq_cnt,
+            ep_cnt: d.ep_cnt,
+            tx_ctx_cnt: d.tx_ctx_cnt,
+            rx_ctx_cnt: d.rx_ctx_cnt,
+            max_ep_tx_ctx: d.max_ep_tx_ctx,
+            max_ep_rx_ctx: d.max_ep_rx_ctx,
+            max_ep_stx_ctx: d.max_ep_stx_ctx,
+            max_ep_srx_ctx: d.max_ep_srx_ctx,
+            cntr_cnt: d.cntr_cnt,
+            mr_iov_limit: d.mr_iov_limit,
+            caps: d.caps,
+            mode: d.mode,
+            auth_key: core::ptr::null_mut(),
+            auth_key_size: d.auth_key.as_ref().map_or(0, Vec::len),
+            max_err_data: d.max_err_data,
+            mr_cnt: d.mr_cnt,
+            tclass: d.tclass,
+            max_ep_auth_key: d.max_ep_auth_key,
+            max_group_id: d.max_group_id,
+            max_cntr_value: d.max_cntr_value,
+            max_err_cntr_value: d.max_err_cntr_value,
+        },
+        fabric: fi_fabric_attr {
+            fabric: f.fabric as *mut fid_fabric,
+            name: core::ptr::null_mut(),
+            prov_name: core::ptr::null_mut(),
+            prov_version: f.prov_version,
+            api_version: f.api_version,
+        },
+    }
+}
+
+/// The `fi_tostr(FI_TYPE_INFO)` text of an [`Info`] (its handle printed as an address).
+pub fn info_to_string(i: &Info) -> String {
+    let p = parts(i);
+    fn addr(a: &Option<Vec<u8>>) -> Option<AddrView<'_>> {
+        a.as_deref().map(|b| AddrView {
+            ptr: b.as_ptr() as usize,
+            bytes: b,
+        })
+    }
+    let view = InfoView {
+        caps: i.caps,
+        mode: i.mode,
+        addr_format: i.addr_format,
+        src_addrlen: i.src_addr.as_ref().map_or(0, Vec::len),
+        dest_addrlen: i.dest_addr.as_ref().map_or(0, Vec::len),
+        src_addr: addr(&i.src_addr),
+        dest_addr: addr(&i.dest_addr),
+        handle: i.handle,
+        tx_attr: Some(&i.tx_attr),
+        rx_attr: Some(&i.rx_attr),
+        ep_attr: Some(&p.ep),
+        domain_attr: Some(DomainView {
+            attr: &p.domain,
+            name: i.domain_attr.name.as_deref().map(str::as_bytes),
+        }),
+        fabric_attr: Some(FabricView {
+            attr: &p.fabric,
+            name: i.fabric_attr.name.as_deref().map(str::as_bytes),
+            prov_name: i.fabric_attr.prov_name.as_deref().map(str::as_bytes),
+        }),
+        nic: i.nic.as_ref().map_or(NicView::Null, NicView::Decoded),
+    };
+    to_string(|b| info(b, &view, &mut NoFidText))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::info::{BusAttr, DeviceAttr, EpAttr, LinkAttr};
+
+    fn text(datatype: u32, v: Value<'_>) -> String {
+        to_string(|b| tostr(b, datatype, v, &mut NoFidText))
+    }
+
+    fn int(datatype: u32, v: i32) -> String {
+        text(datatype, Value::Int(v))
+    }
+
+    // Expected strings: unchanged formats are what Debian's libfabric 1.17 prints for the same
+    // data; changed ones follow libfabric 2.6 (abi-reference §4).
+
+    #[test]
+    fn flag_sets() {
+        let all_caps = FI_MSG
+            | FI_RMA
+            | FI_TAGGED
+            | FI_ATOMIC
+            | FI_MULTICAST
+            | FI_COLLECTIVE
+            | FI_READ
+            | FI_WRITE
+            | FI_RECV
+            | FI_SEND
+            | FI_REMOTE_READ
+            | FI_REMOTE_WRITE
+            | FI_MULTI_RECV
+            | FI_REMOTE_CQ_DATA
+            | FI_TRIGGER
+            | FI_FENCE
+            | FI_RMA_PMEM
+            | FI_SOURCE_ERR
+            | FI_LOCAL_COMM
+            | FI_REMOTE_COMM
+            | FI_SHARED_AV
+            | FI_RMA_EVENT
+            | FI_SOURCE
+            | FI_NAMED_RX_CTX
+            | FI_DIRECTED_RECV
+            | FI_AV_USER_ID
+            | FI_PEER
+            | FI_HMEM;
+        // 2.6 adds FI_AV_USER_ID and FI_PEER; bits it has no name for print nothing.
+        let want = "FI_MSG, FI_RMA, FI_TAGGED, FI_ATOMIC, FI_MULTICAST, FI_COLLECTIVE, FI_READ, \
+                    FI_WRITE, FI_RECV, FI_SEND, FI_REMOTE_READ, FI_REMOTE_WRITE, FI_MULTI_RECV, \
+                    FI_REMOTE_CQ_DATA, FI_TRIGGER, FI_FENCE, FI_RMA_PMEM, FI_SOURCE_ERR, \
+                    FI_LOCAL_COMM, FI_REMOTE_COMM, FI_SHARED_AV, FI_RMA_EVENT, FI_SOURCE, \
+                    FI_NAMED_RX_CTX, FI_DIRECTED_RECV, FI_AV_USER_ID, FI_PEER, FI_HMEM";
+        assert_eq!(text(FI_TYPE_CAPS, Value::U64(all_caps)), want);
+        assert_eq!(text(FI_TYPE_CAPS, Value::U64(!0)), want);
+        assert_eq!(text(FI_TYPE_CAPS, Value::U64(0)), "");
+        assert_eq!(
+            text(FI_TYPE_OP_FLAGS, Value::U64(!0)),
+            "FI_MULTICAST, FI_MULTI_RECV, FI_REMOTE_CQ_DATA, FI_MORE, FI_PEEK, FI_TRIGGER, \
+             FI_FENCE, FI_COMPLETION, FI_INJECT, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE, \
+             FI_DELIVERY_COMPLETE, FI_MATCH_COMPLETE, FI_AFFINITY, FI_CLAIM, FI_DISCARD"
+        );
+        assert_eq!(
+            text(FI_TYPE_MSG_ORDER, Value::U64(!0)),
+            "FI_ORDER_RAR, FI_ORDER_RAW, FI_ORDER_RAS, FI_ORDER_WAR, FI_ORDER_WAW, \
+             FI_ORDER_WAS, FI_ORDER_SAR, FI_ORDER_SAW, FI_ORDER_SAS, FI_ORDER_RMA_RAR, \
+             FI_ORDER_RMA_RAW, FI_ORDER_RMA_WAR, FI_ORDER_RMA_WAW, FI_ORDER_ATOMIC_RAR, \
+             FI_ORDER_ATOMIC_RAW, FI_ORDER_ATOMIC_WAR, FI_ORDER_ATOMIC_WAW"
+        );
+        // 2.6 no longer names 1.x's FI_NOTIFY_FLAGS_ONLY, FI_RESTRICTED_COMP, FI_BUFFERED_RECV.
+        assert_eq!(
+            text(FI_TYPE_MODE, Value::U64(!0)),
+            "FI_CONTEXT, FI_MSG_PREFIX, FI_ASYNC_IOV, FI_RX_CQ_DATA, FI_LOCAL_MR, FI_CONTEXT2"
+        );
+        assert_eq!(
+            text(FI_TYPE_CQ_EVENT_FLAGS, Value::U64(!0)),
+            "FI_SEND, FI_RECV, FI_RMA, FI_ATOMIC, FI_MSG, FI_TAGGED, FI_READ, FI_WRITE, \
+             FI_REMOTE_READ, FI_REMOTE_WRITE, FI_REMOTE_CQ_DATA, FI_MULTI_RECV, FI_MORE, FI_CLAIM"
+        );
+        assert_eq!(
+            int(FI_TYPE_MR_MODE, !0),
+            "FI_MR_BASIC, FI_MR_SCALABLE, FI_MR_LOCAL, FI_MR_RAW, FI_MR_VIRT_ADDR, \
+             FI_MR_ALLOCATED, FI_MR_PROV_KEY, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, \
+             FI_MR_ENDPOINT, FI_MR_HMEM, FI_MR_COLLECTIVE"
+        );
+    }
+
+    #[test]
+    fn enumerations() {
+        let list = |t: u32, n: i32| (0..n).map(|v| int(t, v)).collect::<Vec<_>>();
+        assert_eq!(
+            list(FI_TYPE_EP_TYPE, 6),
+            [
+                "FI_EP_UNSPEC",
+                "FI_EP_MSG",
+                "FI_EP_DGRAM",
+                "FI_EP_RDM",
+                "Unknown",
+                "Unknown"
+            ]
+        );
+        assert_eq!(int(FI_TYPE_EP_TYPE, -1), "Unknown");
+        let formats: Vec<String> = (0..19u32)
+            .map(|v| text(FI_TYPE_ADDR_FORMAT, Value::U32(v)))
+            .collect();
+        assert_eq!(
+            formats,
+            [
+                "FI_FORMAT_UNSPEC",
+                "FI_SOCKADDR",
+                "FI_SOCKADDR_IN",
+                "FI_SOCKADDR_IN6",
+                "FI_SOCKADDR_IB",
+                "Unknown",
+                "Unknown",
+                "Unknown",
+                "FI_ADDR_MLX",
+                "FI_ADDR_STR",
+                "FI_ADDR_PSMX2",
+                "FI_ADDR_IB_UD",
+                "FI_ADDR_EFA",
+                "FI_ADDR_PSMX3",
+                "FI_ADDR_OPX",
+                "FI_ADDR_CXI",
+                "FI_ADDR_UCX",
+                "FI_SOCKADDR_IP",
+                "Unknown"
+            ]
+        );
+        assert_eq!(
+            list(FI_TYPE_THREADING, 7),
+            [
+                "FI_THREAD_UNSPEC",
+                "FI_THREAD_SAFE",
+                "FI_THREAD_FID",
+                "FI_THREAD_DOMAIN",
+                "FI_THREAD_COMPLETION",
+                "FI_THREAD_ENDPOINT",
+                "Unknown"
+            ]
+        );
+        assert_eq!(
+            list(FI_TYPE_PROGRESS, 5),
+            [
+                "FI_PROGRESS_UNSPEC",
+                "FI_PROGRESS_AUTO",
+                "FI_PROGRESS_MANUAL",
+                "FI_PROGRESS_CONTROL_UNIFIED",
+                "Unknown"
+            ]
+        );
+        let protos: Vec<String> = [0u32, 4, 5, 7, 16, 20, 25, 26, 31, 32]
+            .iter()
+            .map(|&v| text(FI_TYPE_PROTOCOL, Value::U32(v)))
+            .collect();
+        assert_eq!(
+            protos,
+            [
+                "FI_PROTO_UNSPEC",
+                "Unknown",
+                "FI_PROTO_UDP",
+                "Unknown",
+                "FI_PROTO_SHM",
+                "FI_PROTO_EFA",
+                "FI_PROTO_XNET",
+                "Unknown",
+                "FI_PROTO_LNX",
+                "Unknown"
+            ]
+        );
+        assert_eq!(
+            list(FI_TYPE_AV_TYPE, 4),
+            ["FI_AV_UNSPEC", "FI_AV_MAP", "FI_AV_TABLE", "Unknown"]
+        );
+        let types = list(FI_TYPE_ATOMIC_TYPE, 17);
+        assert_eq!(types[0], "FI_INT8");
+        assert_eq!(types[13], "FI_LONG_DOUBLE_COMPLEX");
+        assert_eq!(types[15], "FI_UINT128");
+        assert_eq!(
+            types[16], "Unknown",
+            "FI_FLOAT16 has no name in 2.6's table"
+        );
+        let ops = list(FI_TYPE_ATOMIC_OP, 20);
+        assert_eq!(ops[10], "FI_ATOMIC_READ");
+        assert_eq!(ops[18], "FI_MSWAP");
+        assert_eq!(ops[19], "Unknown", "FI_DIFF has no name in 2.6's table");
+        assert_eq!(
+            list(FI_TYPE_EQ_EVENT, 8),
+            [
+                "FI_NOTIFY",
+                "FI_CONNREQ",
+                "FI_CONNECTED",
+                "FI_SHUTDOWN",
+                "FI_MR_COMPLETE",
+                "FI_AV_COMPLETE",
+                "FI_JOIN_COMPLETE",
+                "Unknown"
+            ]
+        );
+        assert_eq!(int(FI_TYPE_OP_TYPE, 0), "FI_OP_RECV");
+        assert_eq!(int(FI_TYPE_OP_TYPE, 10), "FI_OP_CNTR_ADD");
+        assert_eq!(int(FI_TYPE_OP_TYPE, 11), "Unknown");
+        assert_eq!(int(FI_TYPE_COLLECTIVE_OP, 8), "FI_GATHER");
+        assert_eq!(int(FI_TYPE_COLLECTIVE_OP, 9), "Unknown");
+        assert_eq!(int(FI_TYPE_HMEM_IFACE, 5), "FI_HMEM_SYNAPSEAI");
+        assert_eq!(int(FI_TYPE_HMEM_IFACE, 6), "Unknown");
+        assert_eq!(int(FI_TYPE_CQ_FORMAT, 4), "FI_CQ_FORMAT_TAGGED");
+        assert_eq!(
+            list(FI_TYPE_LOG_LEVEL, 5),
+            ["warn", "trace", "info", "debug", "Unknown"]
+        );
+        assert_eq!(int(FI_TYPE_LOG_SUBSYS, 9), "cntr");
+        assert_eq!(int(FI_TYPE_LOG_SUBSYS, 10), "Unknown");
+        assert_eq!(int(FI_TYPE_LOG_SUBSYS, -3), "Unknown");
+        assert_eq!(int(FI_TYPE_CQ_WAIT_COND, 1), "FI_CQ_COND_THRESHOLD");
+        assert_eq!(
+            list(FI_TYPE_WAIT_OBJ, 8),
+            [
+                "FI_WAIT_NONE",
+                "FI_WAIT_UNSPEC",
+                "FI_WAIT_SET",
+                "FI_WAIT_FD",
+                "FI_WAIT_MUTEX_COND",
+                "FI_WAIT_YIELD",
+                "FI_WAIT_POLLFD",
+                "Unknown"
+            ]
+        );
+        assert_eq!(text(FI_TYPE_VERSION, Value::Nothing), "2.6.0");
+        assert_eq!(text(36, Value::Nothing), "Unknown type");
+        assert_eq!(text(9999, Value::Int(0)), "Unknown type");
+    }
+
+    #[test]
+    fn attribute_blocks() {
+        let tx = fi_tx_attr {
+            caps: FI_MSG | FI_SEND,
+            mode: FI_CONTEXT,
+            op_flags: FI_COMPLETION,
+            msg_order: FI_ORDER_SAS,
+            comp_order: FI_ORDER_STRICT,
+            inject_size: 64,
+            size: 1024,
+            iov_limit: 4,
+            rma_iov_limit: 1,
+            tclass: 0x201,
+        };
+        assert_eq!(
+            text(FI_TYPE_TX_ATTR, Value::TxAttr(&tx)),
+            "fi_tx_attr:\n    caps: [ FI_MSG, FI_SEND ]\n    mode: [ FI_CONTEXT ]\n    \
+             op_flags: [ FI_COMPLETION ]\n    msg_order: [ FI_ORDER_SAS ]\n    inject_size: 64\n    \
+             size: 1024\n    iov_limit: 4\n    rma_iov_limit: 1\n    tclass: 0x201\n"
+        );
+        let rx = fi_rx_attr {
+            caps: FI_MSG | FI_RECV,
+            op_flags: FI_MULTI_RECV,
+            comp_order: FI_ORDER_DATA,
+            total_buffered_recv: 5,
+            size: 512,
+            iov_limit: 2,
+            ..Default::default()
+        };
+        assert_eq!(
+            text(FI_TYPE_RX_ATTR, Value::RxAttr(&rx)),
+            "fi_rx_attr:\n    caps: [ FI_MSG, FI_RECV ]\n    mode: [  ]\n    \
+             op_flags: [ FI_MULTI_RECV ]\n    msg_order: [  ]\n    size: 512\n    iov_limit: 2\n"
+        );
+        let ep = fi_ep_attr {
+            type_: FI_EP_RDM,
+            protocol: FI_PROTO_EFA,
+            protocol_version: 4,
+            max_msg_size: 1 << 20,
+            msg_prefix_size: 0,
+            max_order_raw_size: 8,
+            max_order_war_size: 9,
+            max_order_waw_size: 10,
+            mem_tag_format: 0xaaaa,
+            tx_ctx_cnt: FI_SHARED_CONTEXT,
+            rx_ctx_cnt: 3,
+            auth_key_size: 0,
+            auth_key: core::ptr::null_mut(),
+        };
+        assert_eq!(
+            text(FI_TYPE_EP_ATTR, Value::EpAttr(&ep)),
+            "fi_ep_attr:\n    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n    protocol_version: 4\n    \
+             max_msg_size: 1048576\n    msg_prefix_size: 0\n    max_order_raw_size: 8\n    \
+             max_order_war_size: 9\n    max_order_waw_size: 10\n    \
+             mem_tag_format: 0x000000000000aaaa\n    tx_ctx_cnt: FI_SHARED_CONTEXT\n    \
+             rx_ctx_cnt: 3\n    auth_key_size: 0\n"
+        );
+        let mut d = parts(&Info::default()).domain;
+        d.domain = 0x1234 as *mut _;
+        d.threading = FI_THREAD_DOMAIN;
+        d.control_progress = FI_PROGRESS_AUTO;
+        d.progress = FI_PROGRESS_MANUAL;
+        d.resource_mgmt = FI_RM_ENABLED;
+        d.av_type = FI_AV_TABLE;
+        d.mr_mode = (FI_MR_LOCAL | FI_MR_VIRT_ADDR) as i32;
+        (d.mr_key_size, d.cq_data_size, d.cq_cnt, d.ep_cnt) = (8, 8, 1, 2);
+        (d.tx_ctx_cnt, d.rx_ctx_cnt, d.max_ep_tx_ctx, d.max_ep_rx_ctx) = (3, 4, 5, 6);
+        (
+            d.max_ep_stx_ctx,
+            d.max_ep_srx_ctx,
+            d.cntr_cnt,
+            d.mr_iov_limit,
+        ) = (7, 8, 9, 10);
+        d.caps = FI_LOCAL_COMM;
+        (d.max_err_data, d.mr_cnt, d.tclass) = (11, 12, 0x100);
+        (d.max_ep_auth_key, d.max_group_id) = (13, 14);
+        (d.max_cntr_value, d.max_err_cntr_value) = (u64::MAX, 15);
+        let dv = DomainView {
+            attr: &d,
+            name: Some(b"dom"),
+        };
+        assert_eq!(
+            text(FI_TYPE_DOMAIN_ATTR, Value::DomainAttr(dv)),
+            "fi_domain_attr:\n    domain: 0x1234\n    name: dom\n    threading: FI_THREAD_DOMAIN\n    \
+             progress: FI_PROGRESS_MANUAL\n    resource_mgmt: FI_RM_ENABLED\n    \
+             av_type: FI_AV_TABLE\n    mr_mode: [ FI_MR_LOCAL, FI_MR_VIRT_ADDR ]\n    \
+             mr_key_size: 8\n    cq_data_size: 8\n    cq_cnt: 1\n    ep_cnt: 2\n    tx_ctx_cnt: 3\n    \
+             rx_ctx_cnt: 4\n    max_ep_tx_ctx: 5\n    max_ep_rx_ctx: 6\n    max_ep_stx_ctx: 7\n    \
+             max_ep_srx_ctx: 8\n    cntr_cnt: 9\n    mr_iov_limit: 10\n    caps: [ FI_LOCAL_COMM ]\n    \
+             mode: [  ]\n    auth_key_size: 0\n    max_err_data: 11\n    mr_cnt: 12\n    tclass: 0x100\n    \
+             max_ep_auth_key: 13\n    max_group_id: 14\n    max_cntr_value: 18446744073709551615\n    \
+             max_err_cntr_value: 15\n"
+        );
+        let dv = DomainView {
+            attr: &d,
+            name: None,
+        };
+        assert!(text(FI_TYPE_DOMAIN_ATTR, Value::DomainAttr(dv)).contains("\n    name: (null)\n"));
+        let mut f = parts(&Info::default()).fabric;
+        f.prov_version = fi_version(117, 0);
+        f.api_version = fi_version(1, 17);
+        let fv = FabricView {
+            attr: &f,
+            name: Some(b"fab"),
+            prov_name: Some(b"shm"),
+        };
+        assert_eq!(
+            text(FI_TYPE_FABRIC_ATTR, Value::FabricAttr(fv)),
+            "fi_fabric_attr:\n    name: fab\n    prov_name: shm\n    prov_version: 117.0\n    \
+             api_version: 1.17\n"
+        );
+        let fv = FabricView {
+            attr: &f,
+            name: None,
+            prov_name: None,
+        };
+        assert_eq!(
+            text(FI_TYPE_FABRIC_ATTR, Value::FabricAttr(fv)),
+            "fi_fabric_attr:\n    name: (null)\n    prov_name: (null)\n    prov_version: 117.0\n    \
+             api_version: 1.17\n"
+        );
+    }
+
+    fn sockaddr_in(ip: [u8; 4], port: u16) -> Vec<u8> {
+        let mut v = (libc::AF_INET as u16).to_ne_bytes().to_vec();
+        v.extend(port.to_be_bytes());
+        v.extend(ip);
+        v.extend([0; 8]);
+        v
+    }
+
+    fn sockaddr_in6(ip: [u8; 16], port: u16) -> Vec<u8> {
+        let mut v = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
+        v.extend(port.to_be_bytes());
+        v.extend([0; 4]);
+        v.extend(ip);
+        v.extend([0; 4]);
+        v
+    }
+
+    fn v6(s: &str) -> [u8; 16] {
+        s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+    }
+
+    fn addr_text(format: u32, bytes: &[u8]) -> Option<String> {
+        straddr(format, bytes, 0x5000).map(|b| String::from_utf8(b).unwrap())
+    }
+
+    #[test]
+    fn addresses() {
+        let sin = sockaddr_in([10, 1, 2, 3], 4242);
+        let sin6 = sockaddr_in6(v6("fe80::1:2"), 7);
+        let s = |x: &str| Some(x.to_string());
+        assert_eq!(
+            addr_text(FI_SOCKADDR_IN, &sin),
+            s("fi_sockaddr_in://10.1.2.3:4242")
+        );
+        assert_eq!(
+            addr_text(FI_SOCKADDR_IN6, &sin6),
+            s("fi_sockaddr_in6://[fe80::1:2]:7")
+        );
+        assert_eq!(
+            addr_text(FI_SOCKADDR, &sin6),
+            s("fi_sockaddr_in6://[fe80::1:2]:7")
+        );
+        assert_eq!(
+            addr_text(FI_SOCKADDR_IP, &sin),
+            s("fi_sockaddr_in://10.1.2.3:4242")
+        );
+        // The family decides how the bytes are read, whatever the format says (1.17 prints this).
+        assert_eq!(
+            addr_text(FI_SOCKADDR_IN, &sin6),
+            s("fi_sockaddr_in://0:0:fe80:::7")
+        );
+        assert_eq!(addr_text(FI_SOCKADDR_IN, &[0; 16]), None, "no family");
+        assert_eq!(
+            addr_text(FI_SOCKADDR_IP, &[27, 0, 0, 0]),
+            None,
+            "AF_IB is no IP"
+        );
+
+        let mut efa = v6("fe80::4a1:2ff:fe03:405").to_vec();
+        efa.extend(0x1234u16.to_ne_bytes());
+        efa.extend([0, 0]);
+        efa.extend(0x1234_5678u32.to_ne_bytes());
+        efa.extend([0; 8]);
+        assert_eq!(
+            addr_text(FI_ADDR_EFA, &efa),
+            s("fi_addr_efa://[fe80::4a1:2ff:fe03:405]:4660:305419896")
+        );
+        assert_eq!(addr_text(FI_ADDR_EFA, &efa[..20]), None, "short data");
+        assert_eq!(
+            addr_text(FI_ADDR_STR, b"fi_shm://123\0junk"),
+            s("fi_shm://123")
+        );
+        assert_eq!(addr_text(FI_ADDR_STR, b"fi_shm://9"), s("fi_shm://9"));
+
+        let mut psm = Vec::new();
+        for w in [0x1122u64, 0x3344, 5, 6] {
+            psm.extend(w.to_ne_bytes());
+        }
+        assert_eq!(
+            addr_text(FI_ADDR_PSMX2, &psm),
+            s("fi_addr_psmx2://1122:3344")
+        );
+        assert_eq!(
+            addr_text(FI_ADDR_PSMX3, &psm),
+            s("fi_addr_psmx3://1122:3344:5:6")
+        );
+        assert_eq!(
+            addr_text(FI_ADDR_OPX, &psm),
+            s("fi_addr_opx://0000000000001122")
+        );
+        assert_eq!(addr_text(FI_ADDR_CXI, &psm), s("fi_addr_cxi://0x00001122"));
+        assert_eq!(addr_text(FI_ADDR_MLX, &[]), s("fi_addr_mlx://0x5000"));
+        assert_eq!(addr_text(FI_ADDR_UCX, &[]), s("fi_addr_ucx://0x5000"));
+        let ibud: Vec<u8> = (1..=32).collect();
+        assert_eq!(
+            addr_text(FI_ADDR_IB_UD, &ibud),
+            s("fi_addr_ib_ud://102:304:506:708:90a:b0c:d0e:f10:14131211/1615/1817/1b")
+        );
+        let mut sib = vec![0u8; 48];
+        sib[0] = 27;
+        sib[2] = 0xff;
+        sib[3] = 0xff;
+        for i in 0..16 {
+            sib[8 + i] = i as u8;
+        }
+        for i in 0..8 {
+            sib[24 + i] = 0x10 + i as u8;
+            sib[40 + i] = 0x20 + i as u8;
+        }
+        let want = s("fi_sockaddr_ib://[1:203:405:607:809:a0b:c0d:e0f]:0xffff:0x415:0x27");
+        assert_eq!(addr_text(FI_SOCKADDR_IB, &sib), want);
+        assert_eq!(addr_text(FI_SOCKADDR, &sib), want);
+        // Formats 2.6 has no text for (1.17 still printed fi_addr_gni://).
+        assert_eq!(addr_text(FI_ADDR_GNI, &sib), None);
+        assert_eq!(addr_text(FI_ADDR_PSMX, &sib), None);
+    }
+
+    #[test]
+    fn ipv6_text() {
+        for (a, want) in [
+            ("::", "::"),
+            ("::1", "::1"),
+            ("1::", "1::"),
+            ("fe80::1:2", "fe80::1:2"),
+            ("1:0:0:2:0:0:0:3", "1:0:0:2::3"),
+            ("1:0:0:2:0:0:3:4", "1::2:0:0:3:4"),
+            ("1:0:2:3:4:5:6:7", "1:0:2:3:4:5:6:7"),
+            ("::ffff:1.2.3.4", "::ffff:1.2.3.4"),
+            ("::1.2.3.4", "::1.2.3.4"),
+            ("::0.0.1.0", "::100"),
+            ("::0.1.0.0", "::0.1.0.0"),
+            ("::ffff:0:1.2.3.4", "::ffff:0:102:304"),
+            ("0:0:0:0:0:ffff:0:0", "::ffff:0.0.0.0"),
+            ("0:0:1::1", "0:0:1::1"),
+            ("ABCD::EF01", "abcd::ef01"),
+        ] {
+            assert_eq!(ntop6(&v6(a)), want, "{a}");
+        }
+    }
+
+    #[test]
+    fn buffer_limits() {
+        let caps = Value::U64(FI_MSG | FI_RMA | FI_TAGGED | FI_ATOMIC);
+        let mut small = [0xffu8; 16];
+        let mut b = Buf::new(&mut small);
+        tostr(&mut b, FI_TYPE_CAPS, caps, &mut NoFidText);
+        assert_eq!(
+            b.as_bytes(),
+            b"FI_MSG, FI_RMA",
+            "1.17 prints the same into 16 bytes"
+        );
+        let mut one = [0xffu8; 1];
+        let mut b = Buf::new(&mut one);
+        tostr(&mut b, FI_TYPE_CAPS, caps, &mut NoFidText);
+        assert_eq!(b.as_bytes(), b"");
+
+        // An fi_info into 40 bytes; an address may take the one byte more.
+        let mut i = Info {
+            addr_format: FI_ADDR_STR,
+            ..Default::default()
+        };
+        let mut mid = [0u8; 40];
+        let mut b = Buf::new(&mut mid);
+        let s = info_to_string(&i);
+        b.cat(&s);
+        assert_eq!(b.len(), 38);
+        i.src_addr = Some(b"fi_shm://1234567890\0".to_vec());
+        let p = parts(&i);
+        let view = InfoView {
+            caps: 0,
+            mode: 0,
+            addr_format: FI_ADDR_STR,
+            src_addrlen: 20,
+            dest_addrlen: 0,
+            src_addr: Some(AddrView {
+                ptr: 1,
+                bytes: i.src_addr.as_deref().unwrap(),
+            }),
+            dest_addr: None,
+            handle: 0,
+            tx_attr: None,
+            rx_attr: None,
+            ep_attr: Some(&p.ep),
+            domain_attr: None,
+            fabric_attr: None,
+            nic: NicView::Null,
+        };
+        let mut mid = [0u8; 40];
+        let mut b = Buf::new(&mut mid);
+        tostr(&mut b, FI_TYPE_INFO, Value::Info(&view), &mut NoFidText);
+        assert_eq!(b.as_bytes(), b"fi_info:\n    caps: [  ]\n    mode: [  ]f");
+    }
+
+    fn shm_answer() -> Info {
+        let mut i = Info {
+            caps: FI_MSG | FI_TAGGED | FI_RECV | FI_SEND | FI_SOURCE,
+            addr_format: FI_ADDR_STR,
+            src_addr: Some(b"fi_shm://11562\0".to_vec()),
+            dest_addr: Some(b"fi_shm://11562\0".to_vec()),
+            ..Default::default()
+        };
+        i.tx_attr.caps = FI_MSG | FI_TAGGED | FI_SEND;
+        i.tx_attr.msg_order = FI_ORDER_SAS;
+        i.tx_attr.comp_order = FI_ORDER_STRICT;
+        i.tx_attr.inject_size = 4096;
+        i.tx_attr.size = 1024;
+        i.tx_attr.iov_limit = 4;
+        i.tx_attr.rma_iov_limit = 4;
+        i.rx_attr.caps = FI_MSG | FI_TAGGED | FI_RECV | FI_SOURCE;
+        i.rx_attr.msg_order = FI_ORDER_SAS;
+        i.rx_attr.size = 1024;
+        i.rx_attr.iov_limit = 4;
+        i.ep_attr = EpAttr {
+            type_: FI_EP_RDM,
+            protocol: FI_PROTO_SHM,
+            protocol_version: 1,
+            max_msg_size: usize::MAX,
+            max_order_raw_size: usize::MAX,
+            max_order_war_size: usize::MAX,
+            max_order_waw_size: usize::MAX,
+            mem_tag_format: 0xaaaa_aaaa_aaaa_aaaa,
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            ..Default::default()
+        };
+        let d = &mut i.domain_attr;
+        d.name = Some("shm".into());
+        d.threading = FI_THREAD_SAFE;
+        d.control_progress = FI_PROGRESS_AUTO;
+        d.progress = FI_PROGRESS_MANUAL;
+        d.resource_mgmt = FI_RM_ENABLED;
+        (d.mr_key_size, d.cq_data_size, d.cq_cnt, d.ep_cnt) = (8, 8, 1024, 256);
+        (d.tx_ctx_cnt, d.rx_ctx_cnt, d.max_ep_tx_ctx, d.max_ep_rx_ctx) = (1024, 1024, 1, 1);
+        d.mr_iov_limit = 4;
+        (d.max_cntr_value, d.max_err_cntr_value) = (u64::MAX, u64::MAX);
+        i.fabric_attr.name = Some("shm".into());
+        i.fabric_attr.prov_name = Some("shm".into());
+        i.fabric_attr.prov_version = fi_version(206, 0);
+        i.fabric_attr.api_version = fi_version(2, 6);
+        i
+    }
+
+    const SHM_ANSWER: &str = "fi_info:
+    caps: [ FI_MSG, FI_TAGGED, FI_RECV, FI_SEND, FI_SOURCE ]
+    mode: [  ]
+    addr_format: FI_ADDR_STR
+    src_addrlen: 15
+    dest_addrlen: 15
+    src_addr: fi_shm://11562
+    dest_addr: fi_shm://11562
+    handle: (nil)
+    fi_tx_attr:
+        caps: [ FI_MSG, FI_TAGGED, FI_SEND ]
+        mode: [  ]
+        op_flags: [  ]
+        msg_order: [ FI_ORDER_SAS ]
+        inject_size: 4096
+        size: 1024
+        iov_limit: 4
+        rma_iov_limit: 4
+        tclass: 0x0
+    fi_rx_attr:
+        caps: [ FI_MSG, FI_TAGGED, FI_RECV, FI_SOURCE ]
+        mode: [  ]
+        op_flags: [  ]
+        msg_order: [ FI_ORDER_SAS ]
+        size: 1024
+        iov_limit: 4
+    fi_ep_attr:
+        type: FI_EP_RDM
+        protocol: FI_PROTO_SHM
+        protocol_version: 1
+        max_msg_size: 18446744073709551615
+        msg_prefix_size: 0
+        max_order_raw_size: 18446744073709551615
+        max_order_war_size: 18446744073709551615
+        max_order_waw_size: 18446744073709551615
+        mem_tag_format: 0xaaaaaaaaaaaaaaaa
+        tx_ctx_cnt: 1
+        rx_ctx_cnt: 1
+        auth_key_size: 0
+    fi_domain_attr:
+        domain: (nil)
+        name: shm
+        threading: FI_THREAD_SAFE
+        progress: FI_PROGRESS_MANUAL
+        resource_mgmt: FI_RM_ENABLED
+        av_type: FI_AV_UNSPEC
+        mr_mode: [  ]
+        mr_key_size: 8
+        cq_data_size: 8
+        cq_cnt: 1024
+        ep_cnt: 256
+        tx_ctx_cnt: 1024
+        rx_ctx_cnt: 1024
+        max_ep_tx_ctx: 1
+        max_ep_rx_ctx: 1
+        max_ep_stx_ctx: 0
+        max_ep_srx_ctx: 0
+        cntr_cnt: 0
+        mr_iov_limit: 4
+        caps: [  ]
+        mode: [  ]
+        auth_key_size: 0
+        max_err_data: 0
+        mr_cnt: 0
+        tclass: 0x0
+        max_ep_auth_key: 0
+        max_group_id: 0
+        max_cntr_value: 18446744073709551615
+        max_err_cntr_value: 18446744073709551615
+    fi_fabric_attr:
+        name: shm
+        prov_name: shm
+        prov_version: 206.0
+        api_version: 2.6
+    nic: (nil)
+";
+
+    #[test]
+    fn whole_info() {
+        assert_eq!(info_to_string(&shm_answer()), SHM_ANSWER);
+        // A socket address, everything else zero.
+        let i = Info {
+            addr_format: FI_SOCKADDR_IN,
+            src_addr: Some(sockaddr_in([10, 1, 2, 3], 4242)),
+            ..Default::default()
+        };
+        let t = info_to_string(&i);
+        assert!(t.contains(
+            "    addr_format: FI_SOCKADDR_IN\n    src_addrlen: 16\n    dest_addrlen: 0\n    \
+             src_addr: fi_sockaddr_in://10.1.2.3:4242\n    dest_addr: (null)\n    handle: (nil)\n"
+        ));
+        assert!(t.contains("        domain: (nil)\n        name: (null)\n"));
+        assert!(
+            t.ends_with("        prov_version: 0.0\n        api_version: 0.0\n    nic: (nil)\n")
+        );
+        // An address format 2.6 cannot print leaves the value empty.
+        let i = Info {
+            addr_format: FI_ADDR_GNI,
+            src_addr: Some(vec![1; 16]),
+            ..Default::default()
+        };
+        assert!(info_to_string(&i).contains("\n    src_addr: \n    dest_addr: (null)\n"));
+    }
+
+    #[test]
+    fn null_attributes_and_handles() {
+        struct Named;
+        impl FidText for Named {
+            fn tostr(&mut self, buf: &mut Buf, fid: usize) -> bool {
+                if fid == 0x77 {
+                    buf.cat("    handle: a pep\n");
+                    true
+                } else {
+                    false
+                }
+            }
+        }
+        let mut view = InfoView {
+            caps: 0,
+            mode: 0,
+            addr_format: 0,
+            src_addrlen: 3,
+            dest_addrlen: 0,
+            src_addr: None,
+            dest_addr: None,
+            handle: 0x77,
+            tx_attr: None,
+            rx_attr: None,
+            ep_attr: None,
+            domain_attr: None,
+            fabric_attr: None,
+            nic: NicView::Fid(0x88),
+        };
+        let t = to_string(|b| tostr(b, FI_TYPE_INFO, Value::Info(&view), &mut Named));
+        assert_eq!(
+            t,
+            "fi_info:\n    caps: [  ]\n    mode: [  ]\n    addr_format: FI_FORMAT_UNSPEC\n    \
+             src_addrlen: 3\n    dest_addrlen: 0\n    src_addr: (null)\n    dest_addr: (null)\n    \
+             handle: a pep\n    fi_tx_attr: (null)\n    fi_rx_attr: (null)\n    fi_ep_attr: (null)\n    \
+             fi_domain_attr: (null)\n    fi_fabric_attr: (null)\n    nic: 0x88\n"
+        );
+        view.handle = 0x99;
+        let t = to_string(|b| tostr(b, FI_TYPE_INFO, Value::Info(&view), &mut Named));
+        assert!(t.contains("    handle: 0x99\n"));
+        assert_eq!(
+            to_string(|b| tostr(b, FI_TYPE_FID, Value::Fid(0xabc), &mut NoFidText)),
+            "fid: 0xabc\n"
+        );
+    }
+
+    #[test]
+    fn nic_block() {
+        let i = Info {
+            nic: Some(Nic {
+                device: Some(DeviceAttr {
+                    name: Some("efa0".into()),
+                    device_id: Some("0xefa0".into()),
+                    device_version: None,
+                    vendor_id: Some("0x1d0f".into()),
+                    driver: Some("efa".into()),
+                    firmware: Some("1.0".into()),
+                }),
+                bus: Some(BusAttr {
+                    bus_type: FI_BUS_PCI,
+                    pci_domain_id: 1,
+                    pci_bus_id: 2,
+                    pci_device_id: 3,
+                    pci_function_id: 4,
+                }),
+                link: Some(LinkAttr {
+                    address: Some("fe80::1".into()),
+                    mtu: 8928,
+                    speed: 100_000_000_000,
+                    state: FI_LINK_UP,
+                    network_type: Some("Ethernet".into()),
+                }),
+            }),
+            ..Default::default()
+        };
+        let t = info_to_string(&i);
+        let block = &t[t.find("    nic:").unwrap()..];
+        assert_eq!(
+            block,
+            "    nic:
+        fi_device_attr:
+            name: efa0
+            device_id: 0xefa0
+            device_version: (null)
+            vendor_id: 0x1d0f
+            driver: efa
+            firmware: 1.0
+        fi_bus_attr:
+            bus_type: FI_BUS_PCI
+            fi_pci_attr:
+                domain_id: 1
+                bus_id: 2
+                device_id: 3
+                function_id: 4
+        fi_link_attr:
+            address: fe80::1
+            mtu: 8928
+            speed: 100000000000
+            state: FI_LINK_UP
+            network_type: Ethernet
+"
+        );
+        let n = Nic {
+            bus: Some(BusAttr::default()),
+            ..Default::default()
+        };
+        assert_eq!(
+            to_string(|b| nic(b, &n)),
+            "    nic:\n        fi_device_attr: (null)\n        fi_bus_attr:\n            \
+             bus_type: FI_BUS_UNKNOWN\n        fi_link_attr: (null)\n"
+        );
+    }
+
+    #[test]
+    fn other_structures() {
+        let av = AvAttrView {
+            type_: FI_AV_TABLE,
+            count: 64,
+            ep_per_node: 2,
+            name: None,
+            flags: FI_EVENT | FI_SYMMETRIC,
+        };
+        assert_eq!(
+            text(FI_TYPE_AV_ATTR, Value::AvAttr(&av)),
+            "fi_av_attr:\n    type: FI_AV_TABLE\n    count: 64\n    ep_per_node: 2\n    \
+             name: (null)\n    flags: [ FI_EVENT, FI_SYMMETRIC ]\n"
+        );
+        let cq = fi_cq_attr {
+            size: 128,
+            flags: FI_AFFINITY,
+            format: FI_CQ_FORMAT_TAGGED,
+            wait_obj: FI_WAIT_FD,
+            signaling_vector: -1,
+            wait_cond: FI_CQ_COND_NONE,
+            wait_set: core::ptr::null_mut(),
+        };
+        assert_eq!(
+            text(FI_TYPE_CQ_ATTR, Value::CqAttr(&cq)),
+            "fi_cq_attr:\n    size: 128\n    flags: [ FI_AFFINITY ]\n    format: FI_CQ_FORMAT_TAGGED\n    \
+             wait_obj: FI_WAIT_FD\n    signaling_vector: -1\n    wait_cond: FI_CQ_COND_NONE\n"
+        );
+        let cntr = fi_cntr_attr {
+            events: FI_CNTR_EVENTS_BYTES,
+            wait_obj: FI_WAIT_NONE,
+            wait_set: core::ptr::null_mut(),
+            flags: 0,
+        };
+        assert_eq!(
+            text(FI_TYPE_CNTR_ATTR, Value::CntrAttr(&cntr)),
+            "fi_cntr_attr:\n    events: FI_CNTR_EVENTS_BYTES\n    wait_obj: FI_WAIT_NONE\n    flags: 0x0\n"
+        );
+        let mr = fi_mr_attr {
+            mr_iov: core::ptr::null(),
+            iov_count: 1,
+            access: FI_SEND | FI_REMOTE_WRITE,
+            offset: 0x1000,
+            requested_key: 0,
+            context: 0x10 as *mut _,
+            auth_key_size: 0,
+            auth_key: core::ptr::null_mut(),
+            iface: FI_HMEM_CUDA,
+            device: 0,
+            hmem_data: core::ptr::null_mut(),
+            page_size: 0,
+            base_mr: core::ptr::null(),
+            sub_mr_cnt: 0,
+        };
+        assert_eq!(
+            text(FI_TYPE_MR_ATTR, Value::MrAttr(&mr)),
+            "fi_mr_attr:\n    mr_iov: (nil)\n    iov_count: 1\n    access: [ FI_SEND, FI_REMOTE_WRITE ]\n    \
+             offset: 0x1000\n    requested_key: 0x0\n    context: 0x10\n    auth_key_size: 0\n    \
+             iface: FI_HMEM_CUDA\n"
+        );
+        let e = fi_cq_err_entry {
+            op_context: core::ptr::null_mut(),
+            flags: FI_RECV | FI_MSG,
+            len: 5,
+            buf: core::ptr::null_mut(),
+            data: 9,
+            tag: 0xff,
+            olen: 3,
+            err: 265,
+            prov_errno: -7,
+            err_data: core::ptr::null_mut(),
+            err_data_size: 0,
+            src_addr: 0,
+        };
+        assert_eq!(
+            text(FI_TYPE_CQ_ERR_ENTRY, Value::CqErrEntry(&e)),
+            "fi_cq_err_entry:\n    op_context: (nil)\n    flags: 0x402\n    len: 5\n    buf: (nil)\n    \
+             data: 9\n    tag: 0xff\n    olen: 3\n    err: 265\n    prov_errno: 265\n    \
+             err_data: (nil)\n    err_data_size: 0\n"
+        );
+    }
+
+    #[test]
+    fn kinds() {
+        assert_eq!(kind(FI_TYPE_INFO), Kind::Info);
+        assert_eq!(kind(FI_TYPE_CAPS), Kind::U64);
+        assert_eq!(kind(FI_TYPE_PROTOCOL), Kind::U32);
+        assert_eq!(kind(FI_TYPE_MR_MODE), Kind::Int);
+        assert_eq!(kind(FI_TYPE_WAIT_OBJ), Kind::Int);
+        assert_eq!(kind(FI_TYPE_CQ_ERR_ENTRY), Kind::CqErrEntry);
+        assert_eq!(kind(FI_TYPE_VERSION), Kind::Nothing);
+        assert_eq!(kind(36), Kind::Nothing);
+    }
+}

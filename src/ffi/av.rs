@@ -34,7 +34,10 @@ pub static AV_OPS: fi_ops_av = fi_ops_av {
 };
 
 pub fn av_to_c(av: Arc<Av>, parent: &Refs, api_version: u32, context: *mut c_void) -> *mut fid_av {
-    let header = fid_av { fid: fid_header(FI_CLASS_AV, context, &AV_FI_OPS), ops: &AV_OPS };
+    let header = fid_av {
+        fid: fid_header(FI_CLASS_AV, context, &AV_FI_OPS),
+        ops: &AV_OPS,
+    };
     AvObj::create(header, Some(parent), api_version, av).cast()
 }
 
@@ -208,7 +211,12 @@ unsafe extern "C" fn av_insertsym(
     })
 }
 
-unsafe extern "C" fn av_remove(p: *mut fid_av, fi_addr: *mut fi_addr_t, count: usize, flags: u64) -> c_int {
+unsafe extern "C" fn av_remove(
+    p: *mut fid_av,
+    fi_addr: *mut fi_addr_t,
+    count: usize,
+    flags: u64,
+) -> c_int {
     int_ret(|| {
         // SAFETY: checked cast; `fi_addr` valid for `count`.
         let (av, list) = unsafe { (av(p)?, super::app_slice(fi_addr.cast_const(), count)?) };
@@ -225,7 +233,12 @@ unsafe extern "C" fn av_remove(p: *mut fid_av, fi_addr: *mut fi_addr_t, count: u
     })
 }
 
-unsafe extern "C" fn av_lookup(p: *mut fid_av, fi_addr: fi_addr_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+unsafe extern "C" fn av_lookup(
+    p: *mut fid_av,
+    fi_addr: fi_addr_t,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> c_int {
     int_ret(|| {
         // SAFETY: checked cast.
         let av = unsafe { av(p)? };
@@ -309,11 +322,21 @@ unsafe extern "C" fn av_insert_auth_key(
     Errno::NOSYS.neg()
 }
 
-unsafe extern "C" fn av_lookup_auth_key(_p: *mut fid_av, _a: fi_addr_t, _k: *mut c_void, _s: *mut usize) -> c_int {
+unsafe extern "C" fn av_lookup_auth_key(
+    _p: *mut fid_av,
+    _a: fi_addr_t,
+    _k: *mut c_void,
+    _s: *mut usize,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 
-unsafe extern "C" fn av_set_user_id(p: *mut fid_av, fi_addr: fi_addr_t, user_id: fi_addr_t, flags: u64) -> c_int {
+unsafe extern "C" fn av_set_user_id(
+    p: *mut fid_av,
+    fi_addr: fi_addr_t,
+    user_id: fi_addr_t,
+    flags: u64,
+) -> c_int {
     int_ret(|| {
         // SAFETY: checked cast.
         let av = unsafe { av(p)? };

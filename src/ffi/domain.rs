@@ -26,7 +26,11 @@ pub type DomainObj = Obj<fid_domain, Arc<dyn Domain>>;
 pub(crate) unsafe extern "C" fn fid_no_bind(_f: *mut fid, _b: *mut fid, _flags: u64) -> c_int {
     Errno::NOSYS.neg()
 }
-pub(crate) unsafe extern "C" fn fid_no_control(_f: *mut fid, _cmd: c_int, _arg: *mut c_void) -> c_int {
+pub(crate) unsafe extern "C" fn fid_no_control(
+    _f: *mut fid,
+    _cmd: c_int,
+    _arg: *mut c_void,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 pub(crate) unsafe extern "C" fn fid_no_ops_open(
@@ -38,7 +42,11 @@ pub(crate) unsafe extern "C" fn fid_no_ops_open(
 ) -> c_int {
     Errno::NOSYS.neg()
 }
-pub(crate) unsafe extern "C" fn fid_no_tostr(_f: *const fid, _buf: *mut c_char, _len: usize) -> c_int {
+pub(crate) unsafe extern "C" fn fid_no_tostr(
+    _f: *const fid,
+    _buf: *mut c_char,
+    _len: usize,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 pub(crate) unsafe extern "C" fn fid_no_ops_set(
@@ -56,7 +64,13 @@ pub const fn fi_ops_with(
     close: unsafe extern "C" fn(*mut fid) -> c_int,
     bind: unsafe extern "C" fn(*mut fid, *mut fid, u64) -> c_int,
     control: unsafe extern "C" fn(*mut fid, c_int, *mut c_void) -> c_int,
-    ops_open: unsafe extern "C" fn(*mut fid, *const c_char, u64, *mut *mut c_void, *mut c_void) -> c_int,
+    ops_open: unsafe extern "C" fn(
+        *mut fid,
+        *const c_char,
+        u64,
+        *mut *mut c_void,
+        *mut c_void,
+    ) -> c_int,
 ) -> fi_ops {
     fi_ops {
         size: size_of::<fi_ops>(),
@@ -71,7 +85,8 @@ pub const fn fi_ops_with(
 
 // ---- fabric ----
 
-pub static FABRIC_FI_OPS: fi_ops = fi_ops_with(fabric_close, fid_no_bind, fid_no_control, fid_no_ops_open);
+pub static FABRIC_FI_OPS: fi_ops =
+    fi_ops_with(fabric_close, fid_no_bind, fid_no_control, fid_no_ops_open);
 
 pub static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: size_of::<fi_ops_fabric>(),
@@ -84,9 +99,16 @@ pub static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
 };
 
 /// Wraps a provider fabric for C (fi_fabric).
-pub fn fabric_to_c(imp: Arc<dyn Fabric>, api_version: u32, context: *mut c_void) -> *mut fid_fabric {
-    let header =
-        fid_fabric { fid: fid_header(FI_CLASS_FABRIC, context, &FABRIC_FI_OPS), ops: &FABRIC_OPS, api_version };
+pub fn fabric_to_c(
+    imp: Arc<dyn Fabric>,
+    api_version: u32,
+    context: *mut c_void,
+) -> *mut fid_fabric {
+    let header = fid_fabric {
+        fid: fid_header(FI_CLASS_FABRIC, context, &FABRIC_FI_OPS),
+        ops: &FABRIC_OPS,
+        api_version,
+    };
     FabricObj::create(header, None, api_version, imp).cast()
 }
 
@@ -176,7 +198,11 @@ unsafe extern "C" fn fabric_eq_open(
         if !a.wait_set.is_null() || a.wait_obj == FI_WAIT_SET {
             return Err(Errno::NOSYS);
         }
-        let imp = Eq::new(&EqAttr { size: a.size, flags: a.flags, wait_obj: a.wait_obj })?;
+        let imp = Eq::new(&EqAttr {
+            size: a.size,
+            flags: a.flags,
+            wait_obj: a.wait_obj,
+        })?;
         let obj = super::queues::eq_to_c(imp, &fab.refs, fab.api_version, context);
         // SAFETY: `eq` checked non-null.
         unsafe { put(eq, obj) };
@@ -193,12 +219,21 @@ unsafe extern "C" fn fabric_wait_open(
     Errno::NOSYS.neg()
 }
 
-unsafe extern "C" fn fabric_trywait(fabric: *mut fid_fabric, fids: *mut *mut fid, count: c_int) -> c_int {
+unsafe extern "C" fn fabric_trywait(
+    fabric: *mut fid_fabric,
+    fids: *mut *mut fid,
+    count: c_int,
+) -> c_int {
     int_ret(|| {
         // SAFETY: checked by from_ptr.
         unsafe { FabricObj::from_ptr(fabric)? };
         // SAFETY: `fids` holds `count` object pointers for this call.
-        let fids = unsafe { super::app_slice(fids.cast_const(), usize::try_from(count).map_err(|_| Errno::INVAL)?)? };
+        let fids = unsafe {
+            super::app_slice(
+                fids.cast_const(),
+                usize::try_from(count).map_err(|_| Errno::INVAL)?,
+            )?
+        };
         for &f in fids {
             // SAFETY: each entry is an object pointer the application owns.
             unsafe { super::queues::trywait_one(f)? };
@@ -209,7 +244,8 @@ unsafe extern "C" fn fabric_trywait(fabric: *mut fid_fabric, fids: *mut *mut fid
 
 // ---- domain ----
 
-pub static DOMAIN_FI_OPS: fi_ops = fi_ops_with(domain_close, domain_bind, fid_no_control, domain_ops_open);
+pub static DOMAIN_FI_OPS: fi_ops =
+    fi_ops_with(domain_close, domain_bind, fid_no_control, domain_ops_open);
 
 pub static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: size_of::<fi_ops_domain>(),
@@ -244,7 +280,9 @@ unsafe extern "C" fn domain_bind(f: *mut fid, b: *mut fid, _flags: u64) -> c_int
 }
 
 /// `fi_open_ops(domain, FI_EFA_DOMAIN_OPS)`.
-pub static EFA_DOMAIN_OPS: fi_efa_ops_domain = fi_efa_ops_domain { query_mr: Some(efa_query_mr) };
+pub static EFA_DOMAIN_OPS: fi_efa_ops_domain = fi_efa_ops_domain {
+    query_mr: Some(efa_query_mr),
+};
 
 unsafe extern "C" fn efa_query_mr(mr: *mut fid_mr, attr: *mut fi_efa_mr_attr) -> c_int {
     int_ret(|| {
@@ -256,7 +294,15 @@ unsafe extern "C" fn efa_query_mr(mr: *mut fid_mr, attr: *mut fi_efa_mr_attr) ->
         // The software device has no interconnects: no interconnect id is valid (fi_efa(7)).
         // SAFETY: non-null out-parameter.
         unsafe {
-            put(attr, fi_efa_mr_attr { ic_id_validity: 0, recv_ic_id: 0, rdma_read_ic_id: 0, rdma_recv_ic_id: 0 })
+            put(
+                attr,
+                fi_efa_mr_attr {
+                    ic_id_validity: 0,
+                    recv_ic_id: 0,
+                    rdma_read_ic_id: 0,
+                    rdma_recv_ic_id: 0,
+                },
+            )
         };
         Ok(())
     })
@@ -279,7 +325,14 @@ unsafe extern "C" fn domain_ops_open(
         }
         if name == FI_EFA_DOMAIN_OPS && d.inner.supports_ops(name) {
             // SAFETY: non-null out-parameter.
-            unsafe { put(ops, (&EFA_DOMAIN_OPS as *const fi_efa_ops_domain).cast_mut().cast()) };
+            unsafe {
+                put(
+                    ops,
+                    (&EFA_DOMAIN_OPS as *const fi_efa_ops_domain)
+                        .cast_mut()
+                        .cast(),
+                )
+            };
             return Ok(());
         }
         Err(Errno::NOSYS)
@@ -365,14 +418,22 @@ unsafe extern "C" fn domain_cntr_open(
         }
         // fi_cntr(3): a NULL attr gives the defaults.
         let a = if attr.is_null() {
-            CntrAttr { events: FI_CNTR_EVENTS_COMP, wait_obj: FI_WAIT_UNSPEC, flags: 0 }
+            CntrAttr {
+                events: FI_CNTR_EVENTS_COMP,
+                wait_obj: FI_WAIT_UNSPEC,
+                flags: 0,
+            }
         } else {
             // SAFETY: non-null attribute of this call.
             let a = unsafe { &*attr };
             if !a.wait_set.is_null() || a.wait_obj == FI_WAIT_SET {
                 return Err(Errno::NOSYS);
             }
-            CntrAttr { events: a.events, wait_obj: a.wait_obj, flags: a.flags }
+            CntrAttr {
+                events: a.events,
+                wait_obj: a.wait_obj,
+                flags: a.flags,
+            }
         };
         let imp = Cntr::new(&a)?;
         let obj = super::queues::cntr_to_c(imp, &d.refs, d.api_version, context);
@@ -426,7 +487,11 @@ unsafe extern "C" fn domain_scalable_ep(
 ) -> c_int {
     Errno::NOSYS.neg()
 }
-unsafe extern "C" fn domain_poll_open(_d: *mut fid_domain, _a: *mut fi_poll_attr, _p: *mut *mut fid_poll) -> c_int {
+unsafe extern "C" fn domain_poll_open(
+    _d: *mut fid_domain,
+    _a: *mut fi_poll_attr,
+    _p: *mut *mut fid_poll,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 unsafe extern "C" fn domain_stx_ctx(
@@ -475,7 +540,15 @@ unsafe extern "C" fn domain_query_atomic(
         };
         let a = d.inner.query_atomic(datatype, op, kind, flags)?;
         // SAFETY: non-null out-parameter.
-        unsafe { put(attr, fi_atomic_attr { count: a.count, size: a.size }) };
+        unsafe {
+            put(
+                attr,
+                fi_atomic_attr {
+                    count: a.count,
+                    size: a.size,
+                },
+            )
+        };
         Ok(())
     })
 }

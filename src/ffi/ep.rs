@@ -32,7 +32,12 @@ pub static EP_FI_OPS: fi_ops = fi_ops {
     ops_set: Some(fid_no_ops_set),
 };
 
-pub fn ep_to_c(imp: Arc<dyn Endpoint>, parent: &Refs, api_version: u32, context: *mut c_void) -> *mut fid_ep {
+pub fn ep_to_c(
+    imp: Arc<dyn Endpoint>,
+    parent: &Refs,
+    api_version: u32,
+    context: *mut c_void,
+) -> *mut fid_ep {
     let header = fid_ep {
         fid: fid_header(FI_CLASS_EP, context, &EP_FI_OPS),
         ops: &EP_OPS,
@@ -66,7 +71,11 @@ unsafe fn ep_fid<'a>(p: *mut fid) -> Result<&'a Arc<dyn Endpoint>> {
 }
 
 fn check_flags(flags: u64) -> Result<u64> {
-    if flags & !USER_OP_FLAGS != 0 { Err(Errno::BADFLAGS) } else { Ok(flags) }
+    if flags & !USER_OP_FLAGS != 0 {
+        Err(Errno::BADFLAGS)
+    } else {
+        Ok(flags)
+    }
 }
 
 unsafe extern "C" fn ep_close(f: *mut fid) -> c_int {
@@ -141,7 +150,13 @@ unsafe extern "C" fn ep_cancel(f: fid_t, context: *mut c_void) -> isize {
     ssize_ret(|| unsafe { ep_fid(f)? }.cancel(context as usize).map(|()| 0))
 }
 
-unsafe extern "C" fn ep_getopt(f: fid_t, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
+unsafe extern "C" fn ep_getopt(
+    f: fid_t,
+    level: c_int,
+    name: c_int,
+    val: *mut c_void,
+    len: *mut usize,
+) -> c_int {
     int_ret(|| {
         // SAFETY: checked cast.
         let e = unsafe { ep_fid(f)? };
@@ -167,7 +182,13 @@ unsafe extern "C" fn ep_getopt(f: fid_t, level: c_int, name: c_int, val: *mut c_
     })
 }
 
-unsafe extern "C" fn ep_setopt(f: fid_t, level: c_int, name: c_int, val: *const c_void, len: usize) -> c_int {
+unsafe extern "C" fn ep_setopt(
+    f: fid_t,
+    level: c_int,
+    name: c_int,
+    val: *const c_void,
+    len: usize,
+) -> c_int {
     int_ret(|| {
         // SAFETY: checked cast.
         let e = unsafe { ep_fid(f)? };
@@ -256,7 +277,12 @@ unsafe extern "C" fn cm_getpeer(_e: *mut fid_ep, _a: *mut c_void, _l: *mut usize
     // Reliable-datagram endpoints have no connected peer.
     Errno::NOSYS.neg()
 }
-unsafe extern "C" fn cm_connect(_e: *mut fid_ep, _a: *const c_void, _p: *const c_void, _l: usize) -> c_int {
+unsafe extern "C" fn cm_connect(
+    _e: *mut fid_ep,
+    _a: *const c_void,
+    _p: *const c_void,
+    _l: usize,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 unsafe extern "C" fn cm_listen(_p: *mut fid_pep) -> c_int {
@@ -265,7 +291,12 @@ unsafe extern "C" fn cm_listen(_p: *mut fid_pep) -> c_int {
 unsafe extern "C" fn cm_accept(_e: *mut fid_ep, _p: *const c_void, _l: usize) -> c_int {
     Errno::NOSYS.neg()
 }
-unsafe extern "C" fn cm_reject(_p: *mut fid_pep, _h: fid_t, _pa: *const c_void, _l: usize) -> c_int {
+unsafe extern "C" fn cm_reject(
+    _p: *mut fid_pep,
+    _h: fid_t,
+    _pa: *const c_void,
+    _l: usize,
+) -> c_int {
     Errno::NOSYS.neg()
 }
 unsafe extern "C" fn cm_shutdown(_e: *mut fid_ep, _f: u64) -> c_int {
@@ -321,7 +352,14 @@ struct MsgArgs {
 }
 
 #[inline(always)]
-fn msg(e: &dyn Endpoint, iov: &[IoVec], desc: &[usize], a: MsgArgs, recv: bool, tagged: bool) -> Result<usize> {
+fn msg(
+    e: &dyn Endpoint,
+    iov: &[IoVec],
+    desc: &[usize],
+    a: MsgArgs,
+    recv: bool,
+    tagged: bool,
+) -> Result<usize> {
     let op = MsgOp {
         iov,
         desc,
@@ -342,7 +380,15 @@ fn msg(e: &dyn Endpoint, iov: &[IoVec], desc: &[usize], a: MsgArgs, recv: bool, 
 }
 
 fn plain(addr: fi_addr_t, context: *mut c_void, tag: u64, ignore: u64) -> MsgArgs {
-    MsgArgs { addr, context, data: 0, tag, ignore, flags: 0, call: Call::Plain }
+    MsgArgs {
+        addr,
+        context,
+        data: 0,
+        tag,
+        ignore,
+        flags: 0,
+        call: Call::Plain,
+    }
 }
 
 unsafe extern "C" fn msg_recv(
@@ -356,7 +402,14 @@ unsafe extern "C" fn msg_recv(
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` stays valid until the receive completes (fi_msg(3)).
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
-        msg(&**e, &iov, &[desc as usize], plain(src, context, 0, 0), true, false)
+        msg(
+            &**e,
+            &iov,
+            &[desc as usize],
+            plain(src, context, 0, 0),
+            true,
+            false,
+        )
     })
 }
 
@@ -380,7 +433,12 @@ unsafe extern "C" fn msg_recvmsg(p: *mut fid_ep, m: *const fi_msg, flags: u64) -
         // SAFETY: checked cast; `m` is the application's message descriptor for this call.
         let (e, m) = unsafe { (ep(p)?, m.as_ref().ok_or(Errno::INVAL)?) };
         // SAFETY: arrays inside `m` valid for `iov_count`.
-        let (iov, desc) = unsafe { (app_iov(m.msg_iov, m.iov_count)?, app_desc(m.desc, m.iov_count)) };
+        let (iov, desc) = unsafe {
+            (
+                app_iov(m.msg_iov, m.iov_count)?,
+                app_desc(m.desc, m.iov_count),
+            )
+        };
         let a = MsgArgs {
             addr: m.addr,
             context: m.context,
@@ -405,7 +463,14 @@ unsafe extern "C" fn msg_send(
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` valid until the send completes.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
-        msg(&**e, &iov, &[desc as usize], plain(dest, context, 0, 0), false, false)
+        msg(
+            &**e,
+            &iov,
+            &[desc as usize],
+            plain(dest, context, 0, 0),
+            false,
+            false,
+        )
     })
 }
 
@@ -429,7 +494,12 @@ unsafe extern "C" fn msg_sendmsg(p: *mut fid_ep, m: *const fi_msg, flags: u64) -
         // SAFETY: checked cast; descriptor valid for this call.
         let (e, m) = unsafe { (ep(p)?, m.as_ref().ok_or(Errno::INVAL)?) };
         // SAFETY: arrays inside `m` valid for `iov_count`.
-        let (iov, desc) = unsafe { (app_iov(m.msg_iov, m.iov_count)?, app_desc(m.desc, m.iov_count)) };
+        let (iov, desc) = unsafe {
+            (
+                app_iov(m.msg_iov, m.iov_count)?,
+                app_desc(m.desc, m.iov_count),
+            )
+        };
         let a = MsgArgs {
             addr: m.addr,
             context: m.context,
@@ -443,7 +513,12 @@ unsafe extern "C" fn msg_sendmsg(p: *mut fid_ep, m: *const fi_msg, flags: u64) -
     })
 }
 
-unsafe extern "C" fn msg_inject(p: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
+unsafe extern "C" fn msg_inject(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: fi_addr_t,
+) -> isize {
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` valid for the call (inject copies before returning).
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
@@ -472,7 +547,15 @@ unsafe extern "C" fn msg_senddata(
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` valid until completion.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
-        let a = MsgArgs { addr: dest, context, data, tag: 0, ignore: 0, flags: FI_REMOTE_CQ_DATA, call: Call::Plain };
+        let a = MsgArgs {
+            addr: dest,
+            context,
+            data,
+            tag: 0,
+            ignore: 0,
+            flags: FI_REMOTE_CQ_DATA,
+            call: Call::Plain,
+        };
         msg(&**e, &iov, &[desc as usize], a, false, false)
     })
 }
@@ -513,7 +596,14 @@ unsafe extern "C" fn tagged_recv(
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` valid until completion.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
-        msg(&**e, &iov, &[desc as usize], plain(src, context, tag, ignore), true, true)
+        msg(
+            &**e,
+            &iov,
+            &[desc as usize],
+            plain(src, context, tag, ignore),
+            true,
+            true,
+        )
     })
 }
 
@@ -530,7 +620,14 @@ unsafe extern "C" fn tagged_recvv(
     ssize_ret(|| {
         // SAFETY: checked cast; arrays valid for `count`.
         let (e, iov, desc) = unsafe { (ep(p)?, app_iov(iov, count)?, app_desc(desc, count)) };
-        msg(&**e, iov, desc, plain(src, context, tag, ignore), true, true)
+        msg(
+            &**e,
+            iov,
+            desc,
+            plain(src, context, tag, ignore),
+            true,
+            true,
+        )
     })
 }
 
@@ -539,7 +636,12 @@ unsafe extern "C" fn tagged_recvmsg(p: *mut fid_ep, m: *const fi_msg_tagged, fla
         // SAFETY: checked cast; descriptor valid for this call.
         let (e, m) = unsafe { (ep(p)?, m.as_ref().ok_or(Errno::INVAL)?) };
         // SAFETY: arrays inside `m` valid for `iov_count`.
-        let (iov, desc) = unsafe { (app_iov(m.msg_iov, m.iov_count)?, app_desc(m.desc, m.iov_count)) };
+        let (iov, desc) = unsafe {
+            (
+                app_iov(m.msg_iov, m.iov_count)?,
+                app_desc(m.desc, m.iov_count),
+            )
+        };
         let a = MsgArgs {
             addr: m.addr,
             context: m.context,
@@ -565,7 +667,14 @@ unsafe extern "C" fn tagged_send(
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` valid until completion.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
-        msg(&**e, &iov, &[desc as usize], plain(dest, context, tag, 0), false, true)
+        msg(
+            &**e,
+            &iov,
+            &[desc as usize],
+            plain(dest, context, tag, 0),
+            false,
+            true,
+        )
     })
 }
 
@@ -590,7 +699,12 @@ unsafe extern "C" fn tagged_sendmsg(p: *mut fid_ep, m: *const fi_msg_tagged, fla
         // SAFETY: checked cast; descriptor valid for this call.
         let (e, m) = unsafe { (ep(p)?, m.as_ref().ok_or(Errno::INVAL)?) };
         // SAFETY: arrays inside `m` valid for `iov_count`.
-        let (iov, desc) = unsafe { (app_iov(m.msg_iov, m.iov_count)?, app_desc(m.desc, m.iov_count)) };
+        let (iov, desc) = unsafe {
+            (
+                app_iov(m.msg_iov, m.iov_count)?,
+                app_desc(m.desc, m.iov_count),
+            )
+        };
         let a = MsgArgs {
             addr: m.addr,
             context: m.context,
@@ -604,7 +718,13 @@ unsafe extern "C" fn tagged_sendmsg(p: *mut fid_ep, m: *const fi_msg_tagged, fla
     })
 }
 
-unsafe extern "C" fn tagged_inject(p: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t, tag: u64) -> isize {
+unsafe extern "C" fn tagged_inject(
+    p: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: fi_addr_t,
+    tag: u64,
+) -> isize {
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` valid for the call.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
@@ -634,7 +754,15 @@ unsafe extern "C" fn tagged_senddata(
     ssize_ret(|| {
         // SAFETY: checked cast; `buf` valid until completion.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
-        let a = MsgArgs { addr: dest, context, data, tag, ignore: 0, flags: FI_REMOTE_CQ_DATA, call: Call::Plain };
+        let a = MsgArgs {
+            addr: dest,
+            context,
+            data,
+            tag,
+            ignore: 0,
+            flags: FI_REMOTE_CQ_DATA,
+            call: Call::Plain,
+        };
         msg(&**e, &iov, &[desc as usize], a, false, true)
     })
 }
@@ -714,7 +842,13 @@ fn rma(
 }
 
 fn rma_plain(addr: fi_addr_t, context: *mut c_void) -> RmaArgs {
-    RmaArgs { addr, context, data: 0, flags: 0, call: Call::Plain }
+    RmaArgs {
+        addr,
+        context,
+        data: 0,
+        flags: 0,
+        call: Call::Plain,
+    }
 }
 
 unsafe extern "C" fn rma_read(
@@ -731,7 +865,14 @@ unsafe extern "C" fn rma_read(
         // SAFETY: checked cast; `buf` valid until completion (fi_rma(3)).
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
         let r = [fi_rma_iov { addr, len, key }];
-        rma(&**e, &iov, &[desc as usize], &r, rma_plain(src, context), true)
+        rma(
+            &**e,
+            &iov,
+            &[desc as usize],
+            &r,
+            rma_plain(src, context),
+            true,
+        )
     })
 }
 
@@ -748,7 +889,11 @@ unsafe extern "C" fn rma_readv(
     ssize_ret(|| {
         // SAFETY: checked cast; arrays valid for `count`.
         let (e, iov, desc) = unsafe { (ep(p)?, app_iov(iov, count)?, app_desc(desc, count)) };
-        let r = [fi_rma_iov { addr, len: crate::sys::mem::iov_len(iov), key }];
+        let r = [fi_rma_iov {
+            addr,
+            len: crate::sys::mem::iov_len(iov),
+            key,
+        }];
         rma(&**e, iov, desc, &r, rma_plain(src, context), true)
     })
 }
@@ -760,9 +905,19 @@ unsafe fn rma_msg(p: *mut fid_ep, m: *const fi_msg_rma, flags: u64, read: bool) 
     let (e, m) = unsafe { (ep(p)?, m.as_ref().ok_or(Errno::INVAL)?) };
     // SAFETY: arrays inside `m` valid for their counts.
     let (iov, desc, r) = unsafe {
-        (app_iov(m.msg_iov, m.iov_count)?, app_desc(m.desc, m.iov_count), app_slice(m.rma_iov, m.rma_iov_count)?)
+        (
+            app_iov(m.msg_iov, m.iov_count)?,
+            app_desc(m.desc, m.iov_count),
+            app_slice(m.rma_iov, m.rma_iov_count)?,
+        )
     };
-    let a = RmaArgs { addr: m.addr, context: m.context, data: m.data, flags: check_flags(flags)?, call: Call::Msg };
+    let a = RmaArgs {
+        addr: m.addr,
+        context: m.context,
+        data: m.data,
+        flags: check_flags(flags)?,
+        call: Call::Msg,
+    };
     rma(&**e, iov, desc, r, a, read)
 }
 
@@ -785,7 +940,14 @@ unsafe extern "C" fn rma_write(
         // SAFETY: checked cast; `buf` valid until completion.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
         let r = [fi_rma_iov { addr, len, key }];
-        rma(&**e, &iov, &[desc as usize], &r, rma_plain(dest, context), false)
+        rma(
+            &**e,
+            &iov,
+            &[desc as usize],
+            &r,
+            rma_plain(dest, context),
+            false,
+        )
     })
 }
 
@@ -802,7 +964,11 @@ unsafe extern "C" fn rma_writev(
     ssize_ret(|| {
         // SAFETY: checked cast; arrays valid for `count`.
         let (e, iov, desc) = unsafe { (ep(p)?, app_iov(iov, count)?, app_desc(desc, count)) };
-        let r = [fi_rma_iov { addr, len: crate::sys::mem::iov_len(iov), key }];
+        let r = [fi_rma_iov {
+            addr,
+            len: crate::sys::mem::iov_len(iov),
+            key,
+        }];
         rma(&**e, iov, desc, &r, rma_plain(dest, context), false)
     })
 }
@@ -824,7 +990,13 @@ unsafe extern "C" fn rma_inject(
         // SAFETY: checked cast; `buf` valid for the call.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
         let r = [fi_rma_iov { addr, len, key }];
-        let a = RmaArgs { addr: dest, context: core::ptr::null_mut(), data: 0, flags: 0, call: Call::Inject };
+        let a = RmaArgs {
+            addr: dest,
+            context: core::ptr::null_mut(),
+            data: 0,
+            flags: 0,
+            call: Call::Inject,
+        };
         rma(&**e, &iov, &[], &r, a, false)
     })
 }
@@ -844,7 +1016,13 @@ unsafe extern "C" fn rma_writedata(
         // SAFETY: checked cast; `buf` valid until completion.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
         let r = [fi_rma_iov { addr, len, key }];
-        let a = RmaArgs { addr: dest, context, data, flags: FI_REMOTE_CQ_DATA, call: Call::Plain };
+        let a = RmaArgs {
+            addr: dest,
+            context,
+            data,
+            flags: FI_REMOTE_CQ_DATA,
+            call: Call::Plain,
+        };
         rma(&**e, &iov, &[desc as usize], &r, a, false)
     })
 }
@@ -862,8 +1040,13 @@ unsafe extern "C" fn rma_injectdata(
         // SAFETY: checked cast; `buf` valid for the call.
         let (e, iov) = unsafe { (ep(p)?, [app_buf(buf, len)?]) };
         let r = [fi_rma_iov { addr, len, key }];
-        let a =
-            RmaArgs { addr: dest, context: core::ptr::null_mut(), data, flags: FI_REMOTE_CQ_DATA, call: Call::Inject };
+        let a = RmaArgs {
+            addr: dest,
+            context: core::ptr::null_mut(),
+            data,
+            flags: FI_REMOTE_CQ_DATA,
+            call: Call::Inject,
+        };
         rma(&**e, &iov, &[], &r, a, false)
     })
 }
@@ -1010,9 +1193,19 @@ unsafe extern "C" fn atomic_writev(
 ) -> isize {
     ssize_ret(|| {
         // SAFETY: checked cast; arrays valid for `count`.
-        let (e, (v, n), desc) = unsafe { (ep(p)?, ioc_list(iov, count, datatype)?, app_desc(desc, count)) };
+        let (e, (v, n), desc) = unsafe {
+            (
+                ep(p)?,
+                ioc_list(iov, count, datatype)?,
+                app_desc(desc, count),
+            )
+        };
         let total = v[..n].iter().map(IoVec::len).sum::<usize>() / dt_size(datatype)?;
-        let r = [fi_rma_ioc { addr, count: total, key }];
+        let r = [fi_rma_ioc {
+            addr,
+            count: total,
+            key,
+        }];
         let a = AtomicArgs {
             kind: AtomicKind::Write,
             iov: &v[..n],
@@ -1152,8 +1345,11 @@ unsafe extern "C" fn atomic_readwrite(
         // SAFETY: checked cast; buffers valid until completion. FI_ATOMIC_READ has no operand,
         // so `buf` may be NULL for it.
         let (e, iov, res) = unsafe {
-            let operand =
-                if buf.is_null() && op == FI_ATOMIC_READ { IoVec::EMPTY } else { ioc_buf(buf, count, datatype)? };
+            let operand = if buf.is_null() && op == FI_ATOMIC_READ {
+                IoVec::EMPTY
+            } else {
+                ioc_buf(buf, count, datatype)?
+            };
             (ep(p)?, [operand], [ioc_buf(result, count, datatype)?])
         };
         let r = [fi_rma_ioc { addr, count, key }];
@@ -1200,7 +1396,11 @@ unsafe extern "C" fn atomic_readwritev(
             let (v, n) = ioc_list(iov, count, datatype)?;
             let (r, rn) = ioc_list(resultv, result_count, datatype)?;
             let total = r[..rn].iter().map(IoVec::len).sum::<usize>() / dt_size(datatype)?;
-            let t = [fi_rma_ioc { addr, count: total, key }];
+            let t = [fi_rma_ioc {
+                addr,
+                count: total,
+                key,
+            }];
             let a = AtomicArgs {
                 kind: AtomicKind::Fetch,
                 iov: &v[..n],
@@ -1324,7 +1524,11 @@ unsafe extern "C" fn atomic_compwritev(
             let (c, cn) = ioc_list(comparev, compare_count, datatype)?;
             let (r, rn) = ioc_list(resultv, result_count, datatype)?;
             let total = v[..n].iter().map(IoVec::len).sum::<usize>() / dt_size(datatype)?;
-            let t = [fi_rma_ioc { addr, count: total, key }];
+            let t = [fi_rma_ioc {
+                addr,
+                count: total,
+                key,
+            }];
             let a = AtomicArgs {
                 kind: AtomicKind::Compare,
                 iov: &v[..n],
@@ -1379,7 +1583,13 @@ unsafe extern "C" fn atomic_compwritemsg(
 
 /// # Safety
 /// `count` NULL or writable.
-unsafe fn valid(p: *mut fid_ep, kind: AtomicKind, datatype: u32, op: u32, count: *mut usize) -> Result<()> {
+unsafe fn valid(
+    p: *mut fid_ep,
+    kind: AtomicKind,
+    datatype: u32,
+    op: u32,
+    count: *mut usize,
+) -> Result<()> {
     // SAFETY: checked cast.
     let e = unsafe { ep(p)? };
     if count.is_null() {
@@ -1391,15 +1601,30 @@ unsafe fn valid(p: *mut fid_ep, kind: AtomicKind, datatype: u32, op: u32, count:
     Ok(())
 }
 
-unsafe extern "C" fn atomic_writevalid(p: *mut fid_ep, datatype: u32, op: u32, count: *mut usize) -> c_int {
+unsafe extern "C" fn atomic_writevalid(
+    p: *mut fid_ep,
+    datatype: u32,
+    op: u32,
+    count: *mut usize,
+) -> c_int {
     // SAFETY: forwarded.
     int_ret(|| unsafe { valid(p, AtomicKind::Write, datatype, op, count) })
 }
-unsafe extern "C" fn atomic_readwritevalid(p: *mut fid_ep, datatype: u32, op: u32, count: *mut usize) -> c_int {
+unsafe extern "C" fn atomic_readwritevalid(
+    p: *mut fid_ep,
+    datatype: u32,
+    op: u32,
+    count: *mut usize,
+) -> c_int {
     // SAFETY: forwarded.
     int_ret(|| unsafe { valid(p, AtomicKind::Fetch, datatype, op, count) })
 }
-unsafe extern "C" fn atomic_compwritevalid(p: *mut fid_ep, datatype: u32, op: u32, count: *mut usize) -> c_int {
+unsafe extern "C" fn atomic_compwritevalid(
+    p: *mut fid_ep,
+    datatype: u32,
+    op: u32,
+    count: *mut usize,
+) -> c_int {
     // SAFETY: forwarded.
     int_ret(|| unsafe { valid(p, AtomicKind::Compare, datatype, op, count) })
 }
@@ -1424,7 +1649,12 @@ pub static COLLECTIVE_OPS: fi_ops_collective = fi_ops_collective {
 unsafe extern "C" fn coll_barrier(_e: *mut fid_ep, _a: fi_addr_t, _c: *mut c_void) -> isize {
     Errno::NOSYS.neg() as isize
 }
-unsafe extern "C" fn coll_barrier2(_e: *mut fid_ep, _a: fi_addr_t, _f: u64, _c: *mut c_void) -> isize {
+unsafe extern "C" fn coll_barrier2(
+    _e: *mut fid_ep,
+    _a: fi_addr_t,
+    _f: u64,
+    _c: *mut c_void,
+) -> isize {
     Errno::NOSYS.neg() as isize
 }
 unsafe extern "C" fn coll_none(_e: *mut fid_ep) -> isize {

@@ -87,18 +87,55 @@ macro_rules! abi_node_entry_points {
         #[unsafe(no_mangle)]
         pub unsafe extern "C" fn $dupinfo(info: *const fi_info) -> *mut fi_info {
             // SAFETY: `info` is NULL or a valid info of the caller's layout.
-            super::guard(ptr::null_mut(), || unsafe { dup_info(info, $node.layout()) })
+            super::guard(ptr::null_mut(), || unsafe {
+                dup_info(info, $node.layout())
+            })
         }
     };
 }
 
-abi_node_entry_points!(AbiNode::V1_0, fabric_getinfo_1_0, fabric_freeinfo_1_0, fabric_dupinfo_1_0);
-abi_node_entry_points!(AbiNode::V1_1, fabric_getinfo_1_1, fabric_freeinfo_1_1, fabric_dupinfo_1_1);
-abi_node_entry_points!(AbiNode::V1_2, fabric_getinfo_1_2, fabric_freeinfo_1_2, fabric_dupinfo_1_2);
-abi_node_entry_points!(AbiNode::V1_3, fabric_getinfo_1_3, fabric_freeinfo_1_3, fabric_dupinfo_1_3);
-abi_node_entry_points!(AbiNode::V1_7, fabric_getinfo_1_7, fabric_freeinfo_1_7, fabric_dupinfo_1_7);
-abi_node_entry_points!(AbiNode::V1_8, fabric_getinfo_1_8, fabric_freeinfo_1_8, fabric_dupinfo_1_8);
-abi_node_entry_points!(AbiNode::V1_9, fabric_getinfo_1_9, fabric_freeinfo_1_9, fabric_dupinfo_1_9);
+abi_node_entry_points!(
+    AbiNode::V1_0,
+    fabric_getinfo_1_0,
+    fabric_freeinfo_1_0,
+    fabric_dupinfo_1_0
+);
+abi_node_entry_points!(
+    AbiNode::V1_1,
+    fabric_getinfo_1_1,
+    fabric_freeinfo_1_1,
+    fabric_dupinfo_1_1
+);
+abi_node_entry_points!(
+    AbiNode::V1_2,
+    fabric_getinfo_1_2,
+    fabric_freeinfo_1_2,
+    fabric_dupinfo_1_2
+);
+abi_node_entry_points!(
+    AbiNode::V1_3,
+    fabric_getinfo_1_3,
+    fabric_freeinfo_1_3,
+    fabric_dupinfo_1_3
+);
+abi_node_entry_points!(
+    AbiNode::V1_7,
+    fabric_getinfo_1_7,
+    fabric_freeinfo_1_7,
+    fabric_dupinfo_1_7
+);
+abi_node_entry_points!(
+    AbiNode::V1_8,
+    fabric_getinfo_1_8,
+    fabric_freeinfo_1_8,
+    fabric_dupinfo_1_8
+);
+abi_node_entry_points!(
+    AbiNode::V1_9,
+    fabric_getinfo_1_9,
+    fabric_freeinfo_1_9,
+    fabric_dupinfo_1_9
+);
 
 /// Opens a fabric of the provider named in `attr`.
 ///
@@ -122,9 +159,16 @@ unsafe fn open_fabric(
     };
     // fi_fabric(3): the provider is the last of a `;`-layered name.
     let core_name = prov_name.rsplit(';').next().unwrap_or(prov_name);
-    let prov = crate::prov::registry().iter().find(|p| p.name().eq_ignore_ascii_case(core_name)).ok_or(Errno::NODEV)?;
+    let prov = crate::prov::registry()
+        .iter()
+        .find(|p| p.name().eq_ignore_ascii_case(core_name))
+        .ok_or(Errno::NODEV)?;
     // The 1.0 layout has no api_version (its bytes are padding).
-    let api_version = if legacy { crate::abi::consts::fi_version(1, 0) } else { a.api_version };
+    let api_version = if legacy {
+        crate::abi::consts::fi_version(1, 0)
+    } else {
+        a.api_version
+    };
     let rattr = FabricAttr {
         fabric: 0,
         name: Some(name.to_string()),
@@ -192,5 +236,7 @@ pub extern "C" fn fi_version() -> u32 {
 /// fi_strerror(3).
 #[unsafe(no_mangle)]
 pub extern "C" fn fi_strerror(errnum: c_int) -> *const c_char {
-    super::guard(c"Unspecified error".as_ptr(), || crate::core::errno::strerror_c(errnum).as_ptr())
+    super::guard(c"Unspecified error".as_ptr(), || {
+        crate::core::errno::strerror_c(errnum).as_ptr()
+    })
 }

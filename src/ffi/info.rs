@@ -41,7 +41,13 @@ unsafe fn read_prefix<T: Copy>(p: *const T, bytes: usize) -> T {
     // SAFETY: all the structs read this way are plain C data for which all-zero is valid.
     let mut v: T = unsafe { zeroed() };
     // SAFETY: `bytes` readable at `p` (contract) and writable in `v` (bytes ≤ size_of T).
-    unsafe { ptr::copy_nonoverlapping(p.cast::<u8>(), (&mut v as *mut T).cast::<u8>(), bytes.min(size_of::<T>())) };
+    unsafe {
+        ptr::copy_nonoverlapping(
+            p.cast::<u8>(),
+            (&mut v as *mut T).cast::<u8>(),
+            bytes.min(size_of::<T>()),
+        )
+    };
     v
 }
 
@@ -74,7 +80,11 @@ unsafe fn c_bytes(p: *const c_void, len: usize) -> Option<Vec<u8>> {
 pub unsafe fn info_from_c(p: *const fi_info, layout: InfoLayout) -> Info {
     // SAFETY: `p` is valid for `layout.info` bytes (contract).
     let i: fi_info = unsafe { read_prefix(p, layout.info) };
-    let nic = if layout.info > core::mem::offset_of!(fi_info, nic) { i.nic } else { null_mut() };
+    let nic = if layout.info > core::mem::offset_of!(fi_info, nic) {
+        i.nic
+    } else {
+        null_mut()
+    };
     let mut out = Info {
         caps: i.caps,
         mode: i.mode,
@@ -401,7 +411,11 @@ fn nic_to_c(n: &Nic) -> *mut fid_nic {
     // SAFETY: `p` and each attr are fresh zeroed allocations (or NULL, left NULL).
     unsafe {
         let out = &mut *p;
-        out.fid = fid { fclass: FI_CLASS_NIC, context: null_mut(), ops: &NIC_FI_OPS };
+        out.fid = fid {
+            fclass: FI_CLASS_NIC,
+            context: null_mut(),
+            ops: &NIC_FI_OPS,
+        };
         if let Some(d) = &n.device {
             let a = calloc_one::<fi_device_attr>();
             if !a.is_null() {
@@ -458,7 +472,14 @@ unsafe fn free_nic(n: *mut fid_nic) {
     unsafe {
         let nic = &*n;
         if let Some(d) = nic.device_attr.as_ref() {
-            for s in [d.name, d.device_id, d.device_version, d.vendor_id, d.driver, d.firmware] {
+            for s in [
+                d.name,
+                d.device_id,
+                d.device_version,
+                d.vendor_id,
+                d.driver,
+                d.firmware,
+            ] {
                 libc::free(s.cast());
             }
         }
@@ -587,12 +608,20 @@ mod tests {
 
     #[test]
     fn round_trip_and_free() {
-        let mut i = Info { caps: FI_MSG, src_addr: Some(vec![1, 2, 3]), ..Default::default() };
+        let mut i = Info {
+            caps: FI_MSG,
+            src_addr: Some(vec![1, 2, 3]),
+            ..Default::default()
+        };
         i.domain_attr.name = Some("dom".into());
         i.fabric_attr.prov_name = Some("shm".into());
         i.ep_attr.auth_key = Some(vec![9; 4]);
         i.nic = Some(Nic {
-            link: Some(LinkAttr { mtu: 9000, address: Some("x".into()), ..Default::default() }),
+            link: Some(LinkAttr {
+                mtu: 9000,
+                address: Some("x".into()),
+                ..Default::default()
+            }),
             ..Default::default()
         });
         let list = info_list_to_c(&[i.clone(), Info::default()]);

@@ -19,13 +19,22 @@ pub type MrObj = Obj<fid_mr, Arc<Mr>>;
 
 pub static MR_FI_OPS: fi_ops = fi_ops_with(mr_close, mr_bind, mr_control, fid_no_ops_open);
 
-pub static MR_OPS: fi_ops_mr =
-    fi_ops_mr { size: size_of::<fi_ops_mr>(), reg: Some(mr_reg), regv: Some(mr_regv), regattr: Some(mr_regattr) };
+pub static MR_OPS: fi_ops_mr = fi_ops_mr {
+    size: size_of::<fi_ops_mr>(),
+    reg: Some(mr_reg),
+    regv: Some(mr_regv),
+    regattr: Some(mr_regattr),
+};
 
 /// Registration flags accepted (fi_mr(3)); device-memory flags are refused with the rest.
 const REG_FLAGS: u64 = 0;
 
-fn register(d: &DomainObj, req: MrRequest, context: *mut c_void, out: *mut *mut fid_mr) -> Result<()> {
+fn register(
+    d: &DomainObj,
+    req: MrRequest,
+    context: *mut c_void,
+    out: *mut *mut fid_mr,
+) -> Result<()> {
     if out.is_null() {
         return Err(Errno::INVAL);
     }
@@ -33,8 +42,11 @@ fn register(d: &DomainObj, req: MrRequest, context: *mut c_void, out: *mut *mut 
         return Err(Errno::BADFLAGS);
     }
     let mr = d.inner.mr_reg(&req)?;
-    let header =
-        fid_mr { fid: fid_header(FI_CLASS_MR, context, &MR_FI_OPS), mem_desc: core::ptr::null_mut(), key: mr.key() };
+    let header = fid_mr {
+        fid: fid_header(FI_CLASS_MR, context, &MR_FI_OPS),
+        mem_desc: core::ptr::null_mut(),
+        key: mr.key(),
+    };
     let obj = MrObj::create(header, Some(&d.refs), d.api_version, mr);
     // The descriptor is the object itself: providers that want it can map it back.
     // SAFETY: `obj` was just created and is exclusively ours until handed out.
@@ -106,7 +118,12 @@ unsafe extern "C" fn mr_regv(
     })
 }
 
-unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64, mr: *mut *mut fid_mr) -> c_int {
+unsafe extern "C" fn mr_regattr(
+    f: *mut fid,
+    attr: *const fi_mr_attr,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+) -> c_int {
     int_ret(|| {
         // SAFETY: checked cast.
         let d = unsafe { domain(f)? };
@@ -118,7 +135,11 @@ unsafe extern "C" fn mr_regattr(f: *mut fid, attr: *const fi_mr_attr, flags: u64
         // SAFETY: `attr` is valid for `size` bytes; the rest of `a` stays zeroed.
         let a: fi_mr_attr = unsafe {
             let mut a: fi_mr_attr = core::mem::zeroed();
-            core::ptr::copy_nonoverlapping(attr.cast::<u8>(), (&mut a as *mut fi_mr_attr).cast::<u8>(), size);
+            core::ptr::copy_nonoverlapping(
+                attr.cast::<u8>(),
+                (&mut a as *mut fi_mr_attr).cast::<u8>(),
+                size,
+            );
             a
         };
         if flags & FI_MR_DMABUF != 0 {

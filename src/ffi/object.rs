@@ -66,8 +66,13 @@ impl<F: FidKind, I> Obj<F, I> {
             }
             None => Vec::new(),
         };
-        let obj =
-            Box::new(Obj { fid, refs: Arc::new(AtomicUsize::new(0)), held: Mutex::new(held), api_version, inner });
+        let obj = Box::new(Obj {
+            fid,
+            refs: Arc::new(AtomicUsize::new(0)),
+            held: Mutex::new(held),
+            api_version,
+            inner,
+        });
         Box::into_raw(obj)
     }
 
@@ -102,7 +107,10 @@ impl<F: FidKind, I> Obj<F, I> {
     /// Records that this object now depends on another (a bind).
     pub fn hold(&self, other: &Refs) {
         other.fetch_add(1, Ordering::AcqRel);
-        self.held.lock().unwrap_or_else(|e| e.into_inner()).push(other.clone());
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(other.clone());
     }
 
     /// Whether anything still depends on this object.
@@ -136,14 +144,21 @@ impl<F: FidKind, I> Obj<F, I> {
 
 /// A public `struct fid` header for a new object.
 pub fn fid_header(class: usize, context: *mut c_void, ops: &'static fi_ops) -> fid {
-    fid { fclass: class, context, ops }
+    fid {
+        fclass: class,
+        context,
+        ops,
+    }
 }
 
 /// Releases any objects bound to `p` and closes it: shared close logic for `fi_close` slots.
 ///
 /// # Safety
 /// `p` is a pointer C passed to `fi_close`.
-pub unsafe fn close_obj<F: FidKind, I>(p: *mut fid, before: impl FnOnce(&Obj<F, I>) -> Result<()>) -> Result<()> {
+pub unsafe fn close_obj<F: FidKind, I>(
+    p: *mut fid,
+    before: impl FnOnce(&Obj<F, I>) -> Result<()>,
+) -> Result<()> {
     // SAFETY: forwarded from the caller.
     let obj = unsafe { Obj::<F, I>::from_fid(p)? };
     if obj.busy() {

@@ -96,7 +96,11 @@ pub unsafe fn trywait_one(f: *mut fid) -> Result<()> {
             let w = cq.wait().ok_or(Errno::INVAL)?;
             w.reset();
             cq.progress();
-            if !cq.is_empty() || !cq.waitable() { Err(Errno::AGAIN) } else { Ok(()) }
+            if !cq.is_empty() || !cq.waitable() {
+                Err(Errno::AGAIN)
+            } else {
+                Ok(())
+            }
         }
         FI_CLASS_EQ => {
             // SAFETY: checked cast.
@@ -114,7 +118,11 @@ pub unsafe fn trywait_one(f: *mut fid) -> Result<()> {
             let w = c.wait().ok_or(Errno::INVAL)?;
             w.reset();
             c.progress();
-            if c.waitable() { Ok(()) } else { Err(Errno::AGAIN) }
+            if c.waitable() {
+                Ok(())
+            } else {
+                Err(Errno::AGAIN)
+            }
         }
         _ => Err(Errno::INVAL),
     }
@@ -136,8 +144,15 @@ pub static CQ_OPS: fi_ops_cq = fi_ops_cq {
 };
 
 pub fn cq_to_c(cq: Arc<Cq>, parent: &Refs, api_version: u32, context: *mut c_void) -> *mut fid_cq {
-    let header = fid_cq { fid: fid_header(FI_CLASS_CQ, context, &CQ_FI_OPS), ops: &CQ_OPS };
-    let inner = CqInner { cq, err_data: Mutex::new(Vec::new()), strerror_buf: Mutex::new(Vec::new()) };
+    let header = fid_cq {
+        fid: fid_header(FI_CLASS_CQ, context, &CQ_FI_OPS),
+        ops: &CQ_OPS,
+    };
+    let inner = CqInner {
+        cq,
+        err_data: Mutex::new(Vec::new()),
+        strerror_buf: Mutex::new(Vec::new()),
+    };
     CqObj::create(header, Some(parent), api_version, inner).cast()
 }
 
@@ -167,27 +182,36 @@ unsafe fn write_entry(buf: *mut c_void, i: usize, format: u32, e: &CqEntry) {
     // application made them so, which C itself would not allow either.
     unsafe {
         match format {
-            FI_CQ_FORMAT_CONTEXT => buf.cast::<fi_cq_entry>().add(i).write(fi_cq_entry { op_context: ctx }),
+            FI_CQ_FORMAT_CONTEXT => buf
+                .cast::<fi_cq_entry>()
+                .add(i)
+                .write(fi_cq_entry { op_context: ctx }),
             FI_CQ_FORMAT_MSG => buf.cast::<fi_cq_msg_entry>().add(i).write(fi_cq_msg_entry {
                 op_context: ctx,
                 flags: e.flags,
                 len: e.len,
             }),
-            FI_CQ_FORMAT_DATA => buf.cast::<fi_cq_data_entry>().add(i).write(fi_cq_data_entry {
-                op_context: ctx,
-                flags: e.flags,
-                len: e.len,
-                buf: b,
-                data: e.data,
-            }),
-            _ => buf.cast::<fi_cq_tagged_entry>().add(i).write(fi_cq_tagged_entry {
-                op_context: ctx,
-                flags: e.flags,
-                len: e.len,
-                buf: b,
-                data: e.data,
-                tag: e.tag,
-            }),
+            FI_CQ_FORMAT_DATA => buf
+                .cast::<fi_cq_data_entry>()
+                .add(i)
+                .write(fi_cq_data_entry {
+                    op_context: ctx,
+                    flags: e.flags,
+                    len: e.len,
+                    buf: b,
+                    data: e.data,
+                }),
+            _ => buf
+                .cast::<fi_cq_tagged_entry>()
+                .add(i)
+                .write(fi_cq_tagged_entry {
+                    op_context: ctx,
+                    flags: e.flags,
+                    len: e.len,
+                    buf: b,
+                    data: e.data,
+                    tag: e.tag,
+                }),
         }
     }
 }
@@ -241,7 +265,12 @@ unsafe extern "C" fn cq_read(cq: *mut fid_cq, buf: *mut c_void, count: usize) ->
     ssize_ret(|| unsafe { cq_read_impl(cq, buf, count, ptr::null_mut(), None) })
 }
 
-unsafe extern "C" fn cq_readfrom(cq: *mut fid_cq, buf: *mut c_void, count: usize, src: *mut fi_addr_t) -> isize {
+unsafe extern "C" fn cq_readfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut fi_addr_t,
+) -> isize {
     // SAFETY: arguments as fi_cq_readfrom(3) defines them.
     ssize_ret(|| unsafe { cq_read_impl(cq, buf, count, src, None) })
 }
@@ -316,7 +345,13 @@ unsafe extern "C" fn cq_readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _fla
             src_addr: e.src_addr,
         };
         // SAFETY: copy exactly the caller's entry size.
-        unsafe { ptr::copy_nonoverlapping((&full as *const fi_cq_err_entry).cast::<u8>(), buf.cast::<u8>(), size) };
+        unsafe {
+            ptr::copy_nonoverlapping(
+                (&full as *const fi_cq_err_entry).cast::<u8>(),
+                buf.cast::<u8>(),
+                size,
+            )
+        };
         Ok(1)
     })
 }
@@ -341,7 +376,11 @@ unsafe extern "C" fn cq_strerror(
         let Ok(obj) = (unsafe { CqObj::from_ptr(cq) }) else {
             return ptr::null();
         };
-        let text = obj.inner.cq.prov_strerror(prov_errno).unwrap_or_else(|| crate::core::errno::strerror(prov_errno));
+        let text = obj
+            .inner
+            .cq
+            .prov_strerror(prov_errno)
+            .unwrap_or_else(|| crate::core::errno::strerror(prov_errno));
         strerror_out(text, buf, len, &obj.inner.strerror_buf)
     })
 }
@@ -360,8 +399,20 @@ pub static EQ_OPS: fi_ops_eq = fi_ops_eq {
 };
 
 pub fn eq_to_c(eq: Arc<Eq>, parent: &Refs, api_version: u32, context: *mut c_void) -> *mut fid_eq {
-    let header = fid_eq { fid: fid_header(FI_CLASS_EQ, context, &EQ_FI_OPS), ops: &EQ_OPS };
-    EqObj::create(header, Some(parent), api_version, EqInner { eq, err_data: Mutex::new(Vec::new()) }).cast()
+    let header = fid_eq {
+        fid: fid_header(FI_CLASS_EQ, context, &EQ_FI_OPS),
+        ops: &EQ_OPS,
+    };
+    EqObj::create(
+        header,
+        Some(parent),
+        api_version,
+        EqInner {
+            eq,
+            err_data: Mutex::new(Vec::new()),
+        },
+    )
+    .cast()
 }
 
 unsafe extern "C" fn eq_close(f: *mut fid) -> c_int {
@@ -396,7 +447,13 @@ unsafe fn eq_deliver(ev: &EqEvent, event: *mut u32, buf: *mut c_void, len: usize
     Ok(ev.data.len())
 }
 
-unsafe extern "C" fn eq_read(eq: *mut fid_eq, event: *mut u32, buf: *mut c_void, len: usize, flags: u64) -> isize {
+unsafe extern "C" fn eq_read(
+    eq: *mut fid_eq,
+    event: *mut u32,
+    buf: *mut c_void,
+    len: usize,
+    flags: u64,
+) -> isize {
     ssize_ret(|| {
         // SAFETY: checked cast.
         let obj = unsafe { EqObj::from_ptr(eq)? };
@@ -438,7 +495,13 @@ unsafe extern "C" fn eq_sread(
     })
 }
 
-unsafe extern "C" fn eq_write(eq: *mut fid_eq, event: u32, buf: *const c_void, len: usize, flags: u64) -> isize {
+unsafe extern "C" fn eq_write(
+    eq: *mut fid_eq,
+    event: u32,
+    buf: *const c_void,
+    len: usize,
+    flags: u64,
+) -> isize {
     ssize_ret(|| {
         // SAFETY: checked cast.
         let obj = unsafe { EqObj::from_ptr(eq)? };
@@ -509,13 +572,19 @@ unsafe extern "C" fn eq_strerror(
         let Ok(obj) = (unsafe { EqObj::from_ptr(eq) }) else {
             return ptr::null();
         };
-        strerror_out(crate::core::errno::strerror(prov_errno), buf, len, &obj.inner.err_data)
+        strerror_out(
+            crate::core::errno::strerror(prov_errno),
+            buf,
+            len,
+            &obj.inner.err_data,
+        )
     })
 }
 
 // ---- counters ----
 
-pub static CNTR_FI_OPS: fi_ops = fi_ops_with(cntr_close, fid_no_bind, cntr_control, fid_no_ops_open);
+pub static CNTR_FI_OPS: fi_ops =
+    fi_ops_with(cntr_close, fid_no_bind, cntr_control, fid_no_ops_open);
 
 pub static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: size_of::<fi_ops_cntr>(),
@@ -528,8 +597,16 @@ pub static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     seterr: Some(cntr_seterr),
 };
 
-pub fn cntr_to_c(c: Arc<Cntr>, parent: &Refs, api_version: u32, context: *mut c_void) -> *mut fid_cntr {
-    let header = fid_cntr { fid: fid_header(FI_CLASS_CNTR, context, &CNTR_FI_OPS), ops: &CNTR_OPS };
+pub fn cntr_to_c(
+    c: Arc<Cntr>,
+    parent: &Refs,
+    api_version: u32,
+    context: *mut c_void,
+) -> *mut fid_cntr {
+    let header = fid_cntr {
+        fid: fid_header(FI_CLASS_CNTR, context, &CNTR_FI_OPS),
+        ops: &CNTR_OPS,
+    };
     CntrObj::create(header, Some(parent), api_version, c).cast()
 }
 

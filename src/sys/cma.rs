@@ -22,7 +22,10 @@ fn iovecs_local(iov: &[IoVec], mut off: usize, mut len: usize, out: &mut Vec<lib
             continue;
         }
         let n = (v.len() - off).min(len);
-        out.push(libc::iovec { iov_base: v.as_ptr().wrapping_add(off).cast(), iov_len: n });
+        out.push(libc::iovec {
+            iov_base: v.as_ptr().wrapping_add(off).cast(),
+            iov_len: n,
+        });
         len -= n;
         off = 0;
     }
@@ -39,7 +42,10 @@ fn iovecs_remote(r: &[Remote], mut off: usize, mut len: usize, out: &mut Vec<lib
             continue;
         }
         let n = (v.len - off).min(len);
-        out.push(libc::iovec { iov_base: (v.addr as usize + off) as *mut libc::c_void, iov_len: n });
+        out.push(libc::iovec {
+            iov_base: (v.addr as usize + off) as *mut libc::c_void,
+            iov_len: n,
+        });
         len -= n;
         off = 0;
     }
@@ -66,9 +72,23 @@ fn transfer(
         // `r` another process's memory, which the kernel checks; both arrays live across the call.
         let n = unsafe {
             if write {
-                libc::process_vm_writev(pid, l.as_ptr(), l.len() as u64, r.as_ptr(), r.len() as u64, 0)
+                libc::process_vm_writev(
+                    pid,
+                    l.as_ptr(),
+                    l.len() as u64,
+                    r.as_ptr(),
+                    r.len() as u64,
+                    0,
+                )
             } else {
-                libc::process_vm_readv(pid, l.as_ptr(), l.len() as u64, r.as_ptr(), r.len() as u64, 0)
+                libc::process_vm_readv(
+                    pid,
+                    l.as_ptr(),
+                    l.len() as u64,
+                    r.as_ptr(),
+                    r.len() as u64,
+                    0,
+                )
             }
         };
         if n < 0 {
@@ -119,8 +139,16 @@ mod tests {
     fn copies_within_this_process() {
         let src: &'static mut [u8] = Box::leak((0..=255u8).collect::<Vec<_>>().into_boxed_slice());
         let dst: &'static mut [u8] = Box::leak(vec![0u8; 256].into_boxed_slice());
-        let remote =
-            [Remote { addr: src.as_ptr() as u64, len: 100 }, Remote { addr: src.as_ptr() as u64 + 100, len: 156 }];
+        let remote = [
+            Remote {
+                addr: src.as_ptr() as u64,
+                len: 100,
+            },
+            Remote {
+                addr: src.as_ptr() as u64 + 100,
+                len: 156,
+            },
+        ];
         let d = IoVec::from_mut_slice(dst);
         let pid = std::process::id() as i32;
         read_from(pid, &[d], 10, &remote, 5, 200).unwrap();

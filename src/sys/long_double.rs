@@ -1,7 +1,14 @@
 //! x87 `long double` arithmetic for atomics, done by `c/long_double.c`.
 
 unsafe extern "C" {
-    fn fabric_long_double_op(op: i32, complex: i32, dst: *mut u8, src: *const u8, cmp: *const u8, bytes: usize) -> i32;
+    fn fabric_long_double_op(
+        op: i32,
+        complex: i32,
+        dst: *mut u8,
+        src: *const u8,
+        cmp: *const u8,
+        bytes: usize,
+    ) -> i32;
     fn fabric_long_double_to_double(p: *const u8) -> f64;
     fn fabric_long_double_from_double(v: f64, p: *mut u8);
 }
@@ -9,14 +16,28 @@ unsafe extern "C" {
 /// Applies fi_atomic op `op` over 16-byte `long double` elements (pairs for complex).
 /// The slices must have equal lengths (or `cmp` empty); false for an op that does not apply.
 pub fn apply(op: u32, complex: bool, dst: &mut [u8], src: &[u8], cmp: &[u8]) -> bool {
-    if src.len() != dst.len() || (!cmp.is_empty() && cmp.len() != dst.len()) || !dst.len().is_multiple_of(16) {
+    if src.len() != dst.len()
+        || (!cmp.is_empty() && cmp.len() != dst.len())
+        || !dst.len().is_multiple_of(16)
+    {
         return false;
     }
-    let cmp_ptr = if cmp.is_empty() { core::ptr::null() } else { cmp.as_ptr() };
+    let cmp_ptr = if cmp.is_empty() {
+        core::ptr::null()
+    } else {
+        cmp.as_ptr()
+    };
     // SAFETY: all three buffers hold `dst.len()` bytes (checked above, cmp may be NULL which the
     // C code accepts); the C code reads and writes only whole 16-byte elements within them.
     let r = unsafe {
-        fabric_long_double_op(op as i32, i32::from(complex), dst.as_mut_ptr(), src.as_ptr(), cmp_ptr, dst.len())
+        fabric_long_double_op(
+            op as i32,
+            i32::from(complex),
+            dst.as_mut_ptr(),
+            src.as_ptr(),
+            cmp_ptr,
+            dst.len(),
+        )
     };
     r == 0
 }

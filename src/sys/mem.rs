@@ -30,19 +30,29 @@ impl Default for IoVec {
 }
 
 impl IoVec {
-    pub const EMPTY: IoVec = IoVec { base: ptr::null_mut(), len: 0 };
+    pub const EMPTY: IoVec = IoVec {
+        base: ptr::null_mut(),
+        len: 0,
+    };
 
     /// # Safety
     /// `base..base+len` must be valid for reads and writes (reads only, if only read methods are
     /// used) for as long as this value or any copy or sub-range of it is used: the libfabric
     /// contract for the call that named the memory. `len` may be 0 with any `base`.
     pub unsafe fn new(base: *mut u8, len: usize) -> IoVec {
-        if len == 0 { IoVec::EMPTY } else { IoVec { base, len } }
+        if len == 0 {
+            IoVec::EMPTY
+        } else {
+            IoVec { base, len }
+        }
     }
 
     /// Memory owned by the library itself (a bounce buffer, a test buffer).
     pub fn from_mut_slice(s: &'static mut [u8]) -> IoVec {
-        IoVec { base: s.as_mut_ptr(), len: s.len() }
+        IoVec {
+            base: s.as_mut_ptr(),
+            len: s.len(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -72,7 +82,10 @@ impl IoVec {
             return Some(IoVec::EMPTY);
         }
         // The range was checked to lie inside `self`, which carries the validity promise.
-        Some(IoVec { base: self.base.wrapping_add(off), len })
+        Some(IoVec {
+            base: self.base.wrapping_add(off),
+            len,
+        })
     }
 
     /// Copies `dst.len()` bytes starting at `off` out of this memory. Returns false (and copies
@@ -189,7 +202,13 @@ pub fn scatter(iov: &[IoVec], mut off: usize, src: &[u8]) -> usize {
 
 /// Copies `len` bytes from list `src` (from offset `src_off`) to list `dst` (from `dst_off`);
 /// returns bytes copied (stops at the end of either list).
-pub fn copy_iov(dst: &[IoVec], mut dst_off: usize, src: &[IoVec], mut src_off: usize, len: usize) -> usize {
+pub fn copy_iov(
+    dst: &[IoVec],
+    mut dst_off: usize,
+    src: &[IoVec],
+    mut src_off: usize,
+    len: usize,
+) -> usize {
     let mut done = 0;
     let (mut di, mut si) = (0, 0);
     while done < len && di < dst.len() && si < src.len() {

@@ -12,8 +12,14 @@ pub fn wait_readable(fds: &[RawFd], timeout_ms: i32) {
         std::thread::sleep(std::time::Duration::from_micros(ms * 1000 / 4 + 50));
         return;
     }
-    let mut pfds: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     // SAFETY: `pfds` is a valid array of `pfds.len()` pollfd structs that poll may write into.
     unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
 }
@@ -71,7 +77,10 @@ impl Epoll {
 
     /// Adds `fd` for readability; adding twice is not an error.
     pub fn add(&self, fd: RawFd) -> Result<()> {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: fd as u64,
+        };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
         let r = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
         if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EEXIST) {
@@ -82,14 +91,28 @@ impl Epoll {
 
     pub fn remove(&self, fd: RawFd) {
         // SAFETY: EPOLL_CTL_DEL ignores the event pointer on current kernels; a null is allowed.
-        unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) };
+        unsafe {
+            libc::epoll_ctl(
+                self.0.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                fd,
+                std::ptr::null_mut(),
+            )
+        };
     }
 
     /// Waits until a member is readable; returns whether one was.
     pub fn wait(&self, timeout_ms: i32) -> bool {
         let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 8];
         // SAFETY: `ev` is a valid array of 8 events for the kernel to fill.
-        let n = unsafe { libc::epoll_wait(self.0.as_raw_fd(), ev.as_mut_ptr(), ev.len() as i32, timeout_ms) };
+        let n = unsafe {
+            libc::epoll_wait(
+                self.0.as_raw_fd(),
+                ev.as_mut_ptr(),
+                ev.len() as i32,
+                timeout_ms,
+            )
+        };
         n > 0
     }
 

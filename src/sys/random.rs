@@ -11,7 +11,9 @@ pub fn fill(buf: &mut [u8]) {
         } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
             // getrandom cannot fail on supported kernels once the pool is initialised; fall back
             // to the clock so that a key is never all-zero.
-            let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
             for (i, b) in buf[done..].iter_mut().enumerate() {
                 *b = (t >> ((i % 16) * 8)) as u8 ^ (i as u8).wrapping_mul(151);
             }

@@ -29,7 +29,14 @@ fn cname(name: &str) -> Result<CString> {
 fn map(fd: &OwnedFd, len: usize) -> Result<ShmMap> {
     // SAFETY: maps `len` bytes of an object we hold open; the result is checked.
     let p = unsafe {
-        libc::mmap(core::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, fd.as_raw_fd(), 0)
+        libc::mmap(
+            core::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
     };
     if p == libc::MAP_FAILED {
         return Err(Errno::last_os());
@@ -42,8 +49,13 @@ impl ShmMap {
     pub fn create(name: &str, len: usize) -> Result<ShmMap> {
         let c = cname(name)?;
         // SAFETY: `c` is a valid C string; the returned fd is checked.
-        let fd =
-            unsafe { libc::shm_open(c.as_ptr(), libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC, 0o600) };
+        let fd = unsafe {
+            libc::shm_open(
+                c.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_RDWR | libc::O_CLOEXEC,
+                0o600,
+            )
+        };
         if fd < 0 {
             return Err(Errno::last_os());
         }
@@ -63,7 +75,13 @@ impl ShmMap {
     pub fn open(name: &str, min_len: usize) -> Result<ShmMap> {
         let c = cname(name)?;
         // SAFETY: `c` is a valid C string; O_NOFOLLOW refuses symlinks; the fd is checked.
-        let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW, 0) };
+        let fd = unsafe {
+            libc::shm_open(
+                c.as_ptr(),
+                libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                0,
+            )
+        };
         if fd < 0 {
             return Err(Errno::last_os());
         }
@@ -137,16 +155,24 @@ mod tests {
 
     #[test]
     fn create_open_permissions() {
-        let name = format!("/fabric-test-{}-{}", std::process::id(), crate::sys::random::u32());
+        let name = format!(
+            "/fabric-test-{}-{}",
+            std::process::id(),
+            crate::sys::random::u32()
+        );
         let a = ShmMap::create(&name, 4096).unwrap();
-        assert_eq!(ShmMap::create(&name, 4096).unwrap_err(), Errno::from_os(libc::EEXIST));
+        assert_eq!(
+            ShmMap::create(&name, 4096).unwrap_err(),
+            Errno::from_os(libc::EEXIST)
+        );
         let b = ShmMap::open(&name, 4096).unwrap();
         assert_eq!(b.len(), 4096);
         assert_eq!(ShmMap::open(&name, 8192).unwrap_err(), Errno::INVAL);
         assert!(list("fabric-test-").contains(&name));
         // Group/other access is refused.
         let path = format!("/dev/shm{name}");
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
         assert_eq!(ShmMap::open(&name, 4096).unwrap_err(), Errno::ACCES);
         unlink(&name);
         assert!(ShmMap::open(&name, 0).is_err());

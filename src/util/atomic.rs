@@ -113,7 +113,13 @@ pub fn apply(
         FI_FLOAT_COMPLEX => complexes::<f32, 4>(op, dst, src, cmp),
         FI_DOUBLE_COMPLEX => complexes::<f64, 8>(op, dst, src, cmp),
         FI_LONG_DOUBLE | FI_LONG_DOUBLE_COMPLEX => {
-            if !crate::sys::long_double::apply(op, datatype == FI_LONG_DOUBLE_COMPLEX, dst, src, cmp) {
+            if !crate::sys::long_double::apply(
+                op,
+                datatype == FI_LONG_DOUBLE_COMPLEX,
+                dst,
+                src,
+                cmp,
+            ) {
                 return Err(Errno::OPNOTSUPP);
             }
         }
@@ -222,7 +228,11 @@ fn swap_if<T>(cond: bool, new: T, old: T) -> T {
 }
 
 trait Real:
-    Copy + PartialOrd + core::ops::Add<Output = Self> + core::ops::Mul<Output = Self> + core::ops::Sub<Output = Self>
+    Copy
+    + PartialOrd
+    + core::ops::Add<Output = Self>
+    + core::ops::Mul<Output = Self>
+    + core::ops::Sub<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;
@@ -266,13 +276,21 @@ fn reals<T: Real + Elem<N>, const N: usize>(op: u32, dst: &mut [u8], src: &[u8],
 /// Complex numbers: `N` is the size of one part; an element is (re, im).
 fn complexes<T: Real + Elem<N>, const N: usize>(op: u32, dst: &mut [u8], src: &[u8], cmp: &[u8]) {
     let truth = |b: bool| {
-        if b { (T::ONE, T::ZERO) } else { (T::ZERO, T::ZERO) }
+        if b {
+            (T::ONE, T::ZERO)
+        } else {
+            (T::ZERO, T::ZERO)
+        }
     };
     let nonzero = |(re, im): (T, T)| re != T::ZERO || im != T::ZERO;
     for i in 0..dst.len() / (2 * N) {
         let d: (T, T) = (get(dst, 2 * i), get(dst, 2 * i + 1));
         let s: (T, T) = (get(src, 2 * i), get(src, 2 * i + 1));
-        let c: (T, T) = if cmp.is_empty() { (T::ZERO, T::ZERO) } else { (get(cmp, 2 * i), get(cmp, 2 * i + 1)) };
+        let c: (T, T) = if cmp.is_empty() {
+            (T::ZERO, T::ZERO)
+        } else {
+            (get(cmp, 2 * i), get(cmp, 2 * i + 1))
+        };
         let v = match op {
             FI_SUM => (d.0 + s.0, d.1 + s.1),
             FI_PROD => (d.0 * s.0 - d.1 * s.1, d.0 * s.1 + d.1 * s.0),
@@ -306,7 +324,11 @@ mod tests {
         c: &[T],
     ) -> (Vec<u8>, Vec<u8>) {
         let mut dst = bytes(d);
-        let mut res = if kind == AtomicKind::Write { vec![] } else { vec![0; dst.len()] };
+        let mut res = if kind == AtomicKind::Write {
+            vec![]
+        } else {
+            vec![0; dst.len()]
+        };
         apply(kind, dt, op, &mut dst, &bytes(s), &bytes(c), &mut res).unwrap();
         (dst, res)
     }
@@ -316,18 +338,53 @@ mod tests {
         use AtomicKind::*;
         let d = [5i32, -3, 0, 7];
         let s = [3i32, -4, 0, 7];
-        assert_eq!(run(Write, FI_INT32, FI_MIN, &d, &s, &[]).0, bytes(&[3i32, -4, 0, 7]));
-        assert_eq!(run(Write, FI_INT32, FI_MAX, &d, &s, &[]).0, bytes(&[5i32, -3, 0, 7]));
-        assert_eq!(run(Write, FI_INT32, FI_SUM, &d, &s, &[]).0, bytes(&[8i32, -7, 0, 14]));
-        assert_eq!(run(Write, FI_INT32, FI_PROD, &d, &s, &[]).0, bytes(&[15i32, 12, 0, 49]));
-        assert_eq!(run(Write, FI_INT32, FI_LOR, &d, &s, &[]).0, bytes(&[1i32, 1, 0, 1]));
-        assert_eq!(run(Write, FI_INT32, FI_LXOR, &[1i32, 0], &[1, 5], &[]).0, bytes(&[0i32, 1]));
-        assert_eq!(run(Write, FI_UINT8, FI_BXOR, &[0xf0u8], &[0xffu8], &[]).0, [0x0f]);
+        assert_eq!(
+            run(Write, FI_INT32, FI_MIN, &d, &s, &[]).0,
+            bytes(&[3i32, -4, 0, 7])
+        );
+        assert_eq!(
+            run(Write, FI_INT32, FI_MAX, &d, &s, &[]).0,
+            bytes(&[5i32, -3, 0, 7])
+        );
+        assert_eq!(
+            run(Write, FI_INT32, FI_SUM, &d, &s, &[]).0,
+            bytes(&[8i32, -7, 0, 14])
+        );
+        assert_eq!(
+            run(Write, FI_INT32, FI_PROD, &d, &s, &[]).0,
+            bytes(&[15i32, 12, 0, 49])
+        );
+        assert_eq!(
+            run(Write, FI_INT32, FI_LOR, &d, &s, &[]).0,
+            bytes(&[1i32, 1, 0, 1])
+        );
+        assert_eq!(
+            run(Write, FI_INT32, FI_LXOR, &[1i32, 0], &[1, 5], &[]).0,
+            bytes(&[0i32, 1])
+        );
+        assert_eq!(
+            run(Write, FI_UINT8, FI_BXOR, &[0xf0u8], &[0xffu8], &[]).0,
+            [0x0f]
+        );
         let (dst, res) = run(Fetch, FI_UINT64, FI_SUM, &[u64::MAX], &[2u64], &[]);
         assert_eq!((dst, res), (bytes(&[1u64]), bytes(&[u64::MAX])));
-        let (dst, res) = run(Compare, FI_INT64, FI_CSWAP, &[10i64, 11], &[99, 98], &[10, 10]);
+        let (dst, res) = run(
+            Compare,
+            FI_INT64,
+            FI_CSWAP,
+            &[10i64, 11],
+            &[99, 98],
+            &[10, 10],
+        );
         assert_eq!((dst, res), (bytes(&[99i64, 11]), bytes(&[10i64, 11])));
-        let (dst, _) = run(Compare, FI_UINT16, FI_MSWAP, &[0xff00u16], &[0x0ff0], &[0x00ff]);
+        let (dst, _) = run(
+            Compare,
+            FI_UINT16,
+            FI_MSWAP,
+            &[0xff00u16],
+            &[0x0ff0],
+            &[0x00ff],
+        );
         assert_eq!(dst, bytes(&[0xfff0u16]));
         let (dst, _) = run(Compare, FI_INT8, FI_CSWAP_LT, &[5i8, 5], &[1, 1], &[4, 6]);
         assert_eq!(dst, bytes(&[1i8, 5]));
@@ -338,11 +395,35 @@ mod tests {
     #[test]
     fn float_and_complex_ops() {
         use AtomicKind::*;
-        assert_eq!(run(Write, FI_DOUBLE, FI_PROD, &[1.5f64], &[2.0], &[]).0, bytes(&[3.0f64]));
-        assert_eq!(run(Write, FI_FLOAT, FI_MIN, &[1.5f32], &[-2.0], &[]).0, bytes(&[-2.0f32]));
+        assert_eq!(
+            run(Write, FI_DOUBLE, FI_PROD, &[1.5f64], &[2.0], &[]).0,
+            bytes(&[3.0f64])
+        );
+        assert_eq!(
+            run(Write, FI_FLOAT, FI_MIN, &[1.5f32], &[-2.0], &[]).0,
+            bytes(&[-2.0f32])
+        );
         // (1+2i)(3+4i) = -5+10i
-        assert_eq!(run(Write, FI_FLOAT_COMPLEX, FI_PROD, &[1.0f32, 2.0], &[3.0, 4.0], &[]).0, bytes(&[-5.0f32, 10.0]));
-        let (dst, _) = run(Compare, FI_DOUBLE_COMPLEX, FI_CSWAP, &[1.0f64, 2.0], &[9.0, 9.0], &[1.0, 2.0]);
+        assert_eq!(
+            run(
+                Write,
+                FI_FLOAT_COMPLEX,
+                FI_PROD,
+                &[1.0f32, 2.0],
+                &[3.0, 4.0],
+                &[]
+            )
+            .0,
+            bytes(&[-5.0f32, 10.0])
+        );
+        let (dst, _) = run(
+            Compare,
+            FI_DOUBLE_COMPLEX,
+            FI_CSWAP,
+            &[1.0f64, 2.0],
+            &[9.0, 9.0],
+            &[1.0, 2.0],
+        );
         assert_eq!(dst, bytes(&[9.0f64, 9.0]));
     }
 
@@ -361,8 +442,14 @@ mod tests {
         assert!(!valid(Compare, FI_DOUBLE, FI_MSWAP));
         assert!(!valid(Write, FI_FLOAT16, FI_SUM));
         let mut d = [0u8; 8];
-        assert_eq!(apply(Write, FI_UINT64, FI_SUM, &mut d, &[0; 4], &[], &mut []), Err(Errno::INVAL));
-        assert_eq!(apply(Write, 99, FI_SUM, &mut d, &[0; 8], &[], &mut []), Err(Errno::OPNOTSUPP));
+        assert_eq!(
+            apply(Write, FI_UINT64, FI_SUM, &mut d, &[0; 4], &[], &mut []),
+            Err(Errno::INVAL)
+        );
+        assert_eq!(
+            apply(Write, 99, FI_SUM, &mut d, &[0; 8], &[], &mut []),
+            Err(Errno::OPNOTSUPP)
+        );
     }
 
     #[test]
@@ -376,10 +463,34 @@ mod tests {
         assert_eq!(crate::sys::long_double::to_f64(&d), 3.75);
         // CSWAP_GT swaps when cmp > dst: 2.25 > 3.75 is false, 5 > 3.75 is true.
         let mut res = vec![0; 16];
-        apply(Compare, FI_LONG_DOUBLE, FI_CSWAP_GT, &mut d, &a, &b, &mut res).unwrap();
+        apply(
+            Compare,
+            FI_LONG_DOUBLE,
+            FI_CSWAP_GT,
+            &mut d,
+            &a,
+            &b,
+            &mut res,
+        )
+        .unwrap();
         assert_eq!(crate::sys::long_double::to_f64(&d), 3.75);
         let five = crate::sys::long_double::from_f64(5.0);
-        apply(Compare, FI_LONG_DOUBLE, FI_CSWAP_GT, &mut d, &a, &five, &mut res).unwrap();
-        assert_eq!((crate::sys::long_double::to_f64(&d), crate::sys::long_double::to_f64(&res)), (1.5, 3.75));
+        apply(
+            Compare,
+            FI_LONG_DOUBLE,
+            FI_CSWAP_GT,
+            &mut d,
+            &a,
+            &five,
+            &mut res,
+        )
+        .unwrap();
+        assert_eq!(
+            (
+                crate::sys::long_double::to_f64(&d),
+                crate::sys::long_double::to_f64(&res)
+            ),
+            (1.5, 3.75)
+        );
     }
 }

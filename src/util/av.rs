@@ -59,7 +59,9 @@ pub struct Av {
 
 impl std::fmt::Debug for Av {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Av").field("attr", &self.attr).finish_non_exhaustive()
+        f.debug_struct("Av")
+            .field("attr", &self.attr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -87,7 +89,11 @@ impl Av {
             // Asynchronous inserts need an EQ; this library inserts synchronously.
             return Err(Errno::NOSYS);
         }
-        Ok(Arc::new(Av { attr, codec, table: RwLock::new(Table::default()) }))
+        Ok(Arc::new(Av {
+            attr,
+            codec,
+            table: RwLock::new(Table::default()),
+        }))
     }
 
     pub fn attr(&self) -> &AvAttr {
@@ -118,7 +124,10 @@ impl Av {
             }
         };
         let fi = idx as u64;
-        t.entries[idx] = Some(Entry { addr: key.clone(), user_id: user_id.unwrap_or(fi) });
+        t.entries[idx] = Some(Entry {
+            addr: key.clone(),
+            user_id: user_id.unwrap_or(fi),
+        });
         t.reverse.insert(key, fi);
         Ok(fi)
     }
@@ -198,7 +207,11 @@ mod tests {
             Some(4)
         }
         fn canonical(&self, a: &[u8]) -> Result<Vec<u8>> {
-            if a.len() == 4 { Ok(a.to_vec()) } else { Err(Errno::INVAL) }
+            if a.len() == 4 {
+                Ok(a.to_vec())
+            } else {
+                Err(Errno::INVAL)
+            }
         }
         fn straddr(&self, a: &[u8]) -> String {
             format!("{a:?}")

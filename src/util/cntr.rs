@@ -26,7 +26,10 @@ pub struct Cntr {
 
 impl std::fmt::Debug for Cntr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cntr").field("value", &self.value).field("err", &self.err).finish_non_exhaustive()
+        f.debug_struct("Cntr")
+            .field("value", &self.value)
+            .field("err", &self.err)
+            .finish_non_exhaustive()
     }
 }
 
@@ -70,7 +73,9 @@ impl Cntr {
     /// Whether blocking on the wait fd is safe: every source can wake it.
     pub fn waitable(&self) -> bool {
         let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-        s.iter().filter_map(Weak::upgrade).all(|p| p.wait_fd().is_some())
+        s.iter()
+            .filter_map(Weak::upgrade)
+            .all(|p| p.wait_fd().is_some())
     }
 
     pub fn progress(&self) {
@@ -86,7 +91,11 @@ impl Cntr {
     /// Counts one completed operation of `bytes` bytes (provider side): +1, or +bytes for
     /// `FI_CNTR_EVENTS_BYTES` counters.
     pub fn complete(&self, bytes: usize) {
-        let inc = if self.attr.events == FI_CNTR_EVENTS_BYTES { bytes as u64 } else { 1 };
+        let inc = if self.attr.events == FI_CNTR_EVENTS_BYTES {
+            bytes as u64
+        } else {
+            1
+        };
         self.value.fetch_add(inc, Ordering::AcqRel);
         if let Some(w) = &self.wait {
             w.signal();
@@ -145,7 +154,8 @@ impl Cntr {
         if self.attr.wait_obj == FI_WAIT_NONE {
             return Err(Errno::NOSYS);
         }
-        let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        let deadline =
+            (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
         let err0 = self.err.load(Ordering::Acquire);
         let mut spins = 0u32;
         loop {
@@ -167,7 +177,10 @@ impl Cntr {
             } else {
                 let fds: Vec<_> = {
                     let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-                    s.iter().filter_map(Weak::upgrade).filter_map(|p| p.wait_fd()).collect()
+                    s.iter()
+                        .filter_map(Weak::upgrade)
+                        .filter_map(|p| p.wait_fd())
+                        .collect()
                 };
                 crate::sys::poll::wait_readable(&fds, 1);
             }
@@ -181,7 +194,12 @@ mod tests {
 
     #[test]
     fn counts_and_waits() {
-        let c = Cntr::new(&CntrAttr { events: FI_CNTR_EVENTS_COMP, wait_obj: FI_WAIT_UNSPEC, flags: 0 }).unwrap();
+        let c = Cntr::new(&CntrAttr {
+            events: FI_CNTR_EVENTS_COMP,
+            wait_obj: FI_WAIT_UNSPEC,
+            flags: 0,
+        })
+        .unwrap();
         c.complete(100);
         c.add(2);
         assert_eq!(c.read(), 3);
@@ -190,7 +208,12 @@ mod tests {
         c.set(10);
         c.fail();
         assert_eq!(c.readerr(), 1);
-        let b = Cntr::new(&CntrAttr { events: FI_CNTR_EVENTS_BYTES, wait_obj: FI_WAIT_NONE, flags: 0 }).unwrap();
+        let b = Cntr::new(&CntrAttr {
+            events: FI_CNTR_EVENTS_BYTES,
+            wait_obj: FI_WAIT_NONE,
+            flags: 0,
+        })
+        .unwrap();
         b.complete(100);
         assert_eq!(b.read(), 100);
         assert_eq!(b.wait_until(1, 0), Err(Errno::NOSYS));

@@ -45,7 +45,13 @@ pub struct CqErrEntry {
 
 impl CqErrEntry {
     pub fn new(op_context: usize, flags: u64, err: Errno) -> CqErrEntry {
-        CqErrEntry { op_context, flags, err: err.0, src_addr: FI_ADDR_NOTAVAIL, ..Default::default() }
+        CqErrEntry {
+            op_context,
+            flags,
+            err: err.0,
+            src_addr: FI_ADDR_NOTAVAIL,
+            ..Default::default()
+        }
     }
 }
 
@@ -77,7 +83,9 @@ pub struct Cq {
 
 impl std::fmt::Debug for Cq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cq").field("attr", &self.attr).finish_non_exhaustive()
+        f.debug_struct("Cq")
+            .field("attr", &self.attr)
+            .finish_non_exhaustive()
     }
 }
 
@@ -132,11 +140,16 @@ impl Cq {
     /// Whether blocking on the wait fd is safe: every source can wake it.
     pub fn waitable(&self) -> bool {
         let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-        s.iter().filter_map(Weak::upgrade).all(|p| p.wait_fd().is_some())
+        s.iter()
+            .filter_map(Weak::upgrade)
+            .all(|p| p.wait_fd().is_some())
     }
 
     pub fn set_prov_strerror(&self, f: ProvStrerror) {
-        *self.prov_strerror.write().unwrap_or_else(|e| e.into_inner()) = Some(f);
+        *self
+            .prov_strerror
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(f);
     }
 
     pub fn prov_strerror(&self, prov_errno: i32) -> Option<&'static str> {
@@ -222,11 +235,18 @@ impl Cq {
 
     /// fi_cq_sread(3): blocks until at least `threshold` entries (1 without a condition), a
     /// signal, or `timeout_ms` (negative: forever). Returns what `read` would.
-    pub fn sread(&self, max: usize, threshold: usize, timeout_ms: i32, sink: impl FnMut(&CqEntry)) -> Result<usize> {
+    pub fn sread(
+        &self,
+        max: usize,
+        threshold: usize,
+        timeout_ms: i32,
+        sink: impl FnMut(&CqEntry),
+    ) -> Result<usize> {
         if self.attr.wait_obj == FI_WAIT_NONE {
             return Err(Errno::NOSYS);
         }
-        let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        let deadline =
+            (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
         let threshold = threshold.clamp(1, max.max(1));
         let mut spins = 0u32;
         loop {
@@ -264,7 +284,10 @@ impl Cq {
         }
         let fds: Vec<_> = {
             let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-            s.iter().filter_map(Weak::upgrade).filter_map(|p| p.wait_fd()).collect()
+            s.iter()
+                .filter_map(Weak::upgrade)
+                .filter_map(|p| p.wait_fd())
+                .collect()
         };
         let mut ms = 1;
         if let Some(d) = deadline {
@@ -287,15 +310,27 @@ mod tests {
     use super::*;
 
     fn attr() -> CqAttr {
-        CqAttr { size: 4, flags: 0, format: FI_CQ_FORMAT_TAGGED, wait_obj: FI_WAIT_UNSPEC, wait_cond: 0 }
+        CqAttr {
+            size: 4,
+            flags: 0,
+            format: FI_CQ_FORMAT_TAGGED,
+            wait_obj: FI_WAIT_UNSPEC,
+            wait_cond: 0,
+        }
     }
 
     #[test]
     fn errors_keep_their_place() {
         let cq = Cq::new(&attr()).unwrap();
-        cq.push(CqEntry { op_context: 1, ..Default::default() });
+        cq.push(CqEntry {
+            op_context: 1,
+            ..Default::default()
+        });
         cq.push_err(CqErrEntry::new(2, FI_RECV, Errno::TRUNC));
-        cq.push(CqEntry { op_context: 3, ..Default::default() });
+        cq.push(CqEntry {
+            op_context: 3,
+            ..Default::default()
+        });
         let mut got = vec![];
         assert_eq!(cq.read(8, |e| got.push(e.op_context)), Ok(1));
         assert_eq!(cq.read(8, |e| got.push(e.op_context)), Err(Errno::AVAIL));
@@ -311,7 +346,10 @@ mod tests {
     fn nothing_is_dropped_past_the_size() {
         let cq = Cq::new(&attr()).unwrap();
         for i in 0..100 {
-            cq.push(CqEntry { op_context: i, ..Default::default() });
+            cq.push(CqEntry {
+                op_context: i,
+                ..Default::default()
+            });
         }
         let mut n = 0;
         while let Ok(k) = cq.read(7, |e| {

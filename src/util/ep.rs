@@ -107,7 +107,11 @@ pub struct OpFlags {
 
 impl OpFlags {
     pub fn new(tx_op_flags: u64, rx_op_flags: u64) -> OpFlags {
-        OpFlags { tx: AtomicU64::new(tx_op_flags), rx: AtomicU64::new(rx_op_flags), selective: AtomicU64::new(0) }
+        OpFlags {
+            tx: AtomicU64::new(tx_op_flags),
+            rx: AtomicU64::new(rx_op_flags),
+            selective: AtomicU64::new(0),
+        }
     }
 
     pub fn set_selective(&self, tx: bool, rx: bool) {
@@ -177,12 +181,18 @@ mod tests {
     #[test]
     fn completion_selection() {
         let f = OpFlags::new(FI_TRANSMIT_COMPLETE, 0);
-        assert_eq!(f.resolve_tx(Call::Plain, 0), FI_TRANSMIT_COMPLETE | FI_COMPLETION);
+        assert_eq!(
+            f.resolve_tx(Call::Plain, 0),
+            FI_TRANSMIT_COMPLETE | FI_COMPLETION
+        );
         assert_eq!(f.resolve_tx(Call::Msg, 0), FI_COMPLETION);
         assert_eq!(f.resolve_tx(Call::Inject, 0) & FI_COMPLETION, 0);
         f.set_selective(true, false);
         assert_eq!(f.resolve_tx(Call::Plain, 0) & FI_COMPLETION, 0);
-        assert_eq!(f.resolve_tx(Call::Msg, FI_COMPLETION) & FI_COMPLETION, FI_COMPLETION);
+        assert_eq!(
+            f.resolve_tx(Call::Msg, FI_COMPLETION) & FI_COMPLETION,
+            FI_COMPLETION
+        );
         assert_eq!(f.resolve_rx(Call::Plain, 0) & FI_COMPLETION, FI_COMPLETION);
         f.set_tx(FI_COMPLETION);
         assert_eq!(f.resolve_tx(Call::Plain, 0) & FI_COMPLETION, FI_COMPLETION);

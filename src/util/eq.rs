@@ -47,14 +47,21 @@ pub struct Eq {
 
 impl std::fmt::Debug for Eq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Eq").field("attr", &self.attr).finish_non_exhaustive()
+        f.debug_struct("Eq")
+            .field("attr", &self.attr)
+            .finish_non_exhaustive()
     }
 }
 
 impl Eq {
     pub fn new(attr: &EqAttr) -> Result<Arc<Eq>> {
         let wait = WaitObj::for_attr(attr.wait_obj)?;
-        Ok(Arc::new(Eq { attr: *attr, queue: Mutex::new(VecDeque::new()), wait, signaled: AtomicBool::new(false) }))
+        Ok(Arc::new(Eq {
+            attr: *attr,
+            queue: Mutex::new(VecDeque::new()),
+            wait,
+            signaled: AtomicBool::new(false),
+        }))
     }
 
     pub fn attr(&self) -> &EqAttr {
@@ -118,7 +125,8 @@ impl Eq {
         if self.attr.wait_obj == FI_WAIT_NONE {
             return Err(Errno::NOSYS);
         }
-        let deadline = (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+        let deadline =
+            (timeout_ms >= 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
         loop {
             match self.read(peek) {
                 Err(Errno::AGAIN) => {}
@@ -152,9 +160,20 @@ mod tests {
 
     #[test]
     fn events_and_errors_in_order() {
-        let eq = Eq::new(&EqAttr { size: 8, flags: 0, wait_obj: FI_WAIT_UNSPEC }).unwrap();
-        eq.write(EqEvent { event: FI_NOTIFY, data: vec![1] });
-        eq.write_err(EqErr { err: FI_EIO, ..Default::default() });
+        let eq = Eq::new(&EqAttr {
+            size: 8,
+            flags: 0,
+            wait_obj: FI_WAIT_UNSPEC,
+        })
+        .unwrap();
+        eq.write(EqEvent {
+            event: FI_NOTIFY,
+            data: vec![1],
+        });
+        eq.write_err(EqErr {
+            err: FI_EIO,
+            ..Default::default()
+        });
         assert_eq!(eq.read(true).unwrap().data, [1]);
         assert_eq!(eq.read(false).unwrap().event, FI_NOTIFY);
         assert_eq!(eq.read(false), Err(Errno::AVAIL));

@@ -21,7 +21,8 @@ pub struct MrRequest {
 }
 
 /// Access bits a registration may ask for.
-pub const MR_ACCESS: u64 = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+pub const MR_ACCESS: u64 =
+    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
 #[derive(Debug)]
 pub struct Mr {
@@ -73,13 +74,20 @@ impl Mr {
 
     /// The logical start address remote peers use.
     pub fn base(&self) -> u64 {
-        if self.virt_addr { self.iov.first().map_or(0, |v| v.addr() as u64) } else { self.offset }
+        if self.virt_addr {
+            self.iov.first().map_or(0, |v| v.addr() as u64)
+        } else {
+            self.offset
+        }
     }
 
     /// Removes the key from its map (fi_close on the MR).
     pub fn deregister(&self) {
         if let Some(map) = self.map.upgrade() {
-            map.keys.write().unwrap_or_else(|e| e.into_inner()).remove(&self.key);
+            map.keys
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&self.key);
         }
     }
 
@@ -127,7 +135,11 @@ pub struct MrMap {
 impl MrMap {
     /// `key_size` bytes of key (`domain_attr.mr_key_size`, ≤ 8).
     pub fn new(mr_mode: i32, key_size: usize) -> MrMap {
-        MrMap { mr_mode, key_size: key_size.clamp(1, 8), inner: Arc::default() }
+        MrMap {
+            mr_mode,
+            key_size: key_size.clamp(1, 8),
+            inner: Arc::default(),
+        }
     }
 
     pub fn mr_mode(&self) -> i32 {
@@ -149,11 +161,19 @@ impl MrMap {
         if req.iface != FI_HMEM_SYSTEM {
             return Err(Errno::NOSYS);
         }
-        let len = req.iov.iter().try_fold(0usize, |a, v| a.checked_add(v.len())).ok_or(Errno::INVAL)?;
+        let len = req
+            .iov
+            .iter()
+            .try_fold(0usize, |a, v| a.checked_add(v.len()))
+            .ok_or(Errno::INVAL)?;
         let mut keys = self.inner.keys.write().unwrap_or_else(|e| e.into_inner());
         let key = if self.prov_key() {
             // Unpredictable keys: a peer must not be able to guess another region's key.
-            let mask = if self.key_size >= 8 { u64::MAX } else { (1u64 << (self.key_size * 8)) - 1 };
+            let mask = if self.key_size >= 8 {
+                u64::MAX
+            } else {
+                (1u64 << (self.key_size * 8)) - 1
+            };
             loop {
                 let k = crate::sys::random::u64() & mask;
                 if k != FI_KEY_NOTAVAIL & mask && !keys.contains_key(&k) {
@@ -197,11 +217,20 @@ impl MrMap {
 
     /// The region registered under `key`.
     pub fn get(&self, key: u64) -> Option<Arc<Mr>> {
-        self.inner.keys.read().unwrap_or_else(|e| e.into_inner()).get(&key).cloned()
+        self.inner
+            .keys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .cloned()
     }
 
     pub fn len(&self) -> usize {
-        self.inner.keys.read().unwrap_or_else(|e| e.into_inner()).len()
+        self.inner
+            .keys
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -221,8 +250,13 @@ mod tests {
     fn offset_addressing_and_checks() {
         let map = MrMap::new(0, 8);
         let b = buf(100);
-        let req =
-            MrRequest { iov: vec![b], access: FI_REMOTE_WRITE, offset: 1000, requested_key: 5, ..Default::default() };
+        let req = MrRequest {
+            iov: vec![b],
+            access: FI_REMOTE_WRITE,
+            offset: 1000,
+            requested_key: 5,
+            ..Default::default()
+        };
         let mr = map.register(&req).unwrap();
         assert_eq!(mr.key(), 5);
         assert_eq!(map.register(&req).unwrap_err(), Errno::NOKEY);
@@ -232,7 +266,10 @@ mod tests {
         assert_eq!(map.verify(5, 999, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
         assert_eq!(map.verify(5, 1000, 1, FI_REMOTE_READ), Err(Errno::ACCES));
         assert_eq!(map.verify(6, 1000, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
-        assert_eq!(map.verify(5, u64::MAX, 2, FI_REMOTE_WRITE), Err(Errno::ACCES));
+        assert_eq!(
+            map.verify(5, u64::MAX, 2, FI_REMOTE_WRITE),
+            Err(Errno::ACCES)
+        );
         mr.deregister();
         assert_eq!(map.verify(5, 1010, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
     }
@@ -241,12 +278,20 @@ mod tests {
     fn virtual_addresses_and_provider_keys() {
         let map = MrMap::new((FI_MR_VIRT_ADDR | FI_MR_PROV_KEY) as i32, 4);
         let (a, b) = (buf(10), buf(20));
-        let req = MrRequest { iov: vec![a, b], access: FI_REMOTE_READ, requested_key: 1, ..Default::default() };
+        let req = MrRequest {
+            iov: vec![a, b],
+            access: FI_REMOTE_READ,
+            requested_key: 1,
+            ..Default::default()
+        };
         let mr = map.register(&req).unwrap();
         assert!(mr.key() <= u32::MAX as u64);
-        let keys: std::collections::HashSet<u64> = (0..64).map(|_| map.register(&req).unwrap().key()).collect();
+        let keys: std::collections::HashSet<u64> =
+            (0..64).map(|_| map.register(&req).unwrap().key()).collect();
         assert!(keys.len() > 60, "provider keys must not repeat a pattern");
-        let p = map.verify(mr.key(), a.addr() as u64 + 5, 10, FI_REMOTE_READ).unwrap();
+        let p = map
+            .verify(mr.key(), a.addr() as u64 + 5, 10, FI_REMOTE_READ)
+            .unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!((p[0].len(), p[1].len()), (5, 5));
         assert_eq!(p[1].addr(), b.addr());

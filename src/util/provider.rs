@@ -47,7 +47,13 @@ pub trait Domain: Send + Sync {
     fn mr_reg(&self, req: &MrRequest) -> Result<Arc<Mr>>;
 
     /// fi_query_atomic(3): `kind` from the flags (`FI_FETCH_ATOMIC`, `FI_COMPARE_ATOMIC`).
-    fn query_atomic(&self, _datatype: u32, _op: u32, _kind: AtomicKind, _flags: u64) -> Result<AtomicAttr> {
+    fn query_atomic(
+        &self,
+        _datatype: u32,
+        _op: u32,
+        _kind: AtomicKind,
+        _flags: u64,
+    ) -> Result<AtomicAttr> {
         Err(Errno::NOSYS)
     }
 
@@ -90,7 +96,13 @@ pub trait Endpoint: Send + Sync {
 
     /// `fi_getopt`: writes the option into `val`, returns its length; `Errno::TOOSMALL` with
     /// the needed length reported through `needed` when `val` is short.
-    fn getopt(&self, _level: i32, _name: i32, _val: &mut [u8], _needed: &mut usize) -> Result<usize> {
+    fn getopt(
+        &self,
+        _level: i32,
+        _name: i32,
+        _val: &mut [u8],
+        _needed: &mut usize,
+    ) -> Result<usize> {
         Err(Errno::NOPROTOOPT)
     }
 

@@ -32,7 +32,15 @@ pub struct Recv {
 }
 
 impl Recv {
-    pub fn new(iov: &[IoVec], desc: &[usize], src: u64, tag: u64, ignore: u64, context: usize, flags: u64) -> Recv {
+    pub fn new(
+        iov: &[IoVec],
+        desc: &[usize],
+        src: u64,
+        tag: u64,
+        ignore: u64,
+        context: usize,
+        flags: u64,
+    ) -> Recv {
         let mut r = Recv {
             iov: [IoVec::EMPTY; MAX_IOV],
             iov_count: iov.len().min(MAX_IOV),
@@ -123,7 +131,13 @@ pub enum PostOutcome<U> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Peek {
     NoMatch,
-    Found { src: u64, tag: u64, len: usize, data: u64, flags: u64 },
+    Found {
+        src: u64,
+        tag: u64,
+        len: usize,
+        data: u64,
+        flags: u64,
+    },
 }
 
 #[derive(Debug)]
@@ -174,8 +188,14 @@ impl<U> RxQueue<U> {
     /// Posts a receive. An unexpected message that matches is handed back to be delivered.
     pub fn post(&mut self, recv: Recv, tagged: bool) -> PostOutcome<U> {
         let directed = self.directed;
-        let unexp = if tagged { &mut self.tag_unexp } else { &mut self.msg_unexp };
-        let found = unexp.iter().position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, tagged, directed));
+        let unexp = if tagged {
+            &mut self.tag_unexp
+        } else {
+            &mut self.msg_unexp
+        };
+        let found = unexp
+            .iter()
+            .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, tagged, directed));
         match found.and_then(|i| unexp.remove(i)) {
             Some(u) => PostOutcome::Matched(Box::new((recv, u))),
             None => {
@@ -193,8 +213,14 @@ impl<U> RxQueue<U> {
     /// `consumed` advanced by the caller through [`RxQueue::consume_multi`]).
     pub fn match_incoming(&mut self, src: u64, tag: u64, tagged: bool) -> Option<Recv> {
         let directed = self.directed;
-        let q = if tagged { &mut self.tagged } else { &mut self.msg };
-        let i = q.iter().position(|r| r.matches(src, tag, tagged, directed))?;
+        let q = if tagged {
+            &mut self.tagged
+        } else {
+            &mut self.msg
+        };
+        let i = q
+            .iter()
+            .position(|r| r.matches(src, tag, tagged, directed))?;
         if q[i].flags & FI_MULTI_RECV != 0 {
             return Some(q[i].clone());
         }
@@ -206,7 +232,11 @@ impl<U> RxQueue<U> {
     /// carries `FI_MULTI_RECV`.
     pub fn consume_multi(&mut self, context: usize, len: usize) -> bool {
         let min = self.min_multi_recv;
-        let Some(i) = self.msg.iter().position(|r| r.context == context && r.flags & FI_MULTI_RECV != 0) else {
+        let Some(i) = self
+            .msg
+            .iter()
+            .position(|r| r.context == context && r.flags & FI_MULTI_RECV != 0)
+        else {
             return true;
         };
         let r = &mut self.msg[i];
@@ -220,21 +250,38 @@ impl<U> RxQueue<U> {
 
     /// Parks an unexpected message.
     pub fn add_unexpected(&mut self, u: Unexpected<U>, tagged: bool) {
-        if tagged { self.tag_unexp.push_back(u) } else { self.msg_unexp.push_back(u) }
+        if tagged {
+            self.tag_unexp.push_back(u)
+        } else {
+            self.msg_unexp.push_back(u)
+        }
     }
 
     /// fi_tagged(3) `FI_PEEK`: looks for an unexpected message matching `recv`. With `claim`
     /// it is reserved for a later `FI_CLAIM` receive with the same context; with `discard` it is
     /// dropped (and returned so the provider can release it).
-    pub fn peek(&mut self, recv: &Recv, claim: bool, discard: bool) -> (Peek, Option<Unexpected<U>>) {
+    pub fn peek(
+        &mut self,
+        recv: &Recv,
+        claim: bool,
+        discard: bool,
+    ) -> (Peek, Option<Unexpected<U>>) {
         let directed = self.directed;
-        let Some(i) =
-            self.tag_unexp.iter().position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, true, directed))
+        let Some(i) = self
+            .tag_unexp
+            .iter()
+            .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, true, directed))
         else {
             return (Peek::NoMatch, None);
         };
         let u = &mut self.tag_unexp[i];
-        let found = Peek::Found { src: u.src, tag: u.tag, len: u.len, data: u.data, flags: u.flags };
+        let found = Peek::Found {
+            src: u.src,
+            tag: u.tag,
+            len: u.len,
+            data: u.data,
+            flags: u.flags,
+        };
         if discard {
             return (found, self.tag_unexp.remove(i));
         }
@@ -246,7 +293,10 @@ impl<U> RxQueue<U> {
 
     /// fi_tagged(3) `FI_CLAIM`: takes the message a previous peek claimed for `context`.
     pub fn claim(&mut self, context: usize) -> Option<Unexpected<U>> {
-        let i = self.tag_unexp.iter().position(|u| u.claimed_by == Some(context))?;
+        let i = self
+            .tag_unexp
+            .iter()
+            .position(|u| u.claimed_by == Some(context))?;
         self.tag_unexp.remove(i)
     }
 
@@ -260,7 +310,10 @@ impl<U> RxQueue<U> {
     }
 
     /// Removes every unexpected message matching `pred` (e.g. from a peer that died).
-    pub fn drain_unexpected(&mut self, mut pred: impl FnMut(&Unexpected<U>) -> bool) -> Vec<Unexpected<U>> {
+    pub fn drain_unexpected(
+        &mut self,
+        mut pred: impl FnMut(&Unexpected<U>) -> bool,
+    ) -> Vec<Unexpected<U>> {
         let mut out = Vec::new();
         for q in [&mut self.msg_unexp, &mut self.tag_unexp] {
             let mut i = 0;
@@ -289,17 +342,34 @@ mod tests {
     }
 
     fn unexp(src: u64, tag: u64, payload: u32) -> Unexpected<u32> {
-        Unexpected { src, tag, len: 8, data: 0, flags: 0, claimed_by: None, payload }
+        Unexpected {
+            src,
+            tag,
+            len: 8,
+            data: 0,
+            flags: 0,
+            claimed_by: None,
+            payload,
+        }
     }
 
     #[test]
     fn tags_ignore_bits_and_sources() {
         let mut q: RxQueue<u32> = RxQueue::new(true);
-        assert!(matches!(q.post(recv(FI_ADDR_UNSPEC, 0x10, 0x0f, 1, 0), true), PostOutcome::Queued));
-        assert!(matches!(q.post(recv(7, 0x20, 0, 2, 0), true), PostOutcome::Queued));
+        assert!(matches!(
+            q.post(recv(FI_ADDR_UNSPEC, 0x10, 0x0f, 1, 0), true),
+            PostOutcome::Queued
+        ));
+        assert!(matches!(
+            q.post(recv(7, 0x20, 0, 2, 0), true),
+            PostOutcome::Queued
+        ));
         assert!(q.match_incoming(3, 0x21, true).is_none());
         assert_eq!(q.match_incoming(3, 0x1f, true).unwrap().context, 1);
-        assert!(q.match_incoming(3, 0x20, true).is_none(), "directed receive must not match another source");
+        assert!(
+            q.match_incoming(3, 0x20, true).is_none(),
+            "directed receive must not match another source"
+        );
         assert_eq!(q.match_incoming(7, 0x20, true).unwrap().context, 2);
         // Untagged receives ignore tags; order is FIFO.
         q.post(recv(FI_ADDR_UNSPEC, 0, 0, 3, 0), false);
@@ -326,10 +396,16 @@ mod tests {
     #[test]
     fn peek_claim_discard() {
         let mut q: RxQueue<u32> = RxQueue::new(false);
-        assert_eq!(q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 1, 0), false, false).0, Peek::NoMatch);
+        assert_eq!(
+            q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 1, 0), false, false).0,
+            Peek::NoMatch
+        );
         q.add_unexpected(unexp(1, 9, 100), true);
         q.add_unexpected(unexp(1, 9, 200), true);
-        assert!(matches!(q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 1, 0), false, false).0, Peek::Found { tag: 9, .. }));
+        assert!(matches!(
+            q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 1, 0), false, false).0,
+            Peek::Found { tag: 9, .. }
+        ));
         // Claim the first; a plain receive then gets the second, the claim gets the first.
         q.peek(&recv(FI_ADDR_UNSPEC, 9, 0, 42, 0), true, false);
         match q.post(recv(FI_ADDR_UNSPEC, 9, 0, 2, 0), true) {

@@ -10,7 +10,11 @@ pub struct Slab<T> {
 
 impl<T> Default for Slab<T> {
     fn default() -> Self {
-        Slab { slots: Vec::new(), free: Vec::new(), len: 0 }
+        Slab {
+            slots: Vec::new(),
+            free: Vec::new(),
+            len: 0,
+        }
     }
 }
 
@@ -69,7 +73,11 @@ impl<T> Slab<T> {
         self.slots
             .iter()
             .enumerate()
-            .filter_map(|(i, (g, v))| v.as_ref().filter(|v| pred(v)).map(|_| (u64::from(*g) << 32) | i as u64))
+            .filter_map(|(i, (g, v))| {
+                v.as_ref()
+                    .filter(|v| pred(v))
+                    .map(|_| (u64::from(*g) << 32) | i as u64)
+            })
             .collect()
     }
 }

@@ -25,7 +25,11 @@ impl WaitObj {
                 let doorbell = EventFd::new()?;
                 let set = Epoll::new()?;
                 set.add(doorbell.raw())?;
-                Ok(Some(WaitObj { kind: wait_obj, doorbell, set }))
+                Ok(Some(WaitObj {
+                    kind: wait_obj,
+                    doorbell,
+                    set,
+                }))
             }
             _ => Err(Errno::NOSYS),
         }

@@ -19,7 +19,9 @@ pub struct MockFabric;
 
 impl Fabric for MockFabric {
     fn domain(&self, _info: &Info) -> Result<Arc<dyn Domain>> {
-        Ok(Arc::new(MockDomain { mr: MrMap::new(FI_MR_PROV_KEY as i32, 8) }))
+        Ok(Arc::new(MockDomain {
+            mr: MrMap::new(FI_MR_PROV_KEY as i32, 8),
+        }))
     }
     fn name(&self) -> &str {
         "mock"
@@ -40,10 +42,17 @@ impl AddrCodec for Codec {
         Some(8)
     }
     fn canonical(&self, a: &[u8]) -> Result<Vec<u8>> {
-        if a.len() == 8 { Ok(a.to_vec()) } else { Err(Errno::INVAL) }
+        if a.len() == 8 {
+            Ok(a.to_vec())
+        } else {
+            Err(Errno::INVAL)
+        }
     }
     fn straddr(&self, a: &[u8]) -> String {
-        format!("mock://{}", u64::from_le_bytes(a.try_into().unwrap_or([0; 8])))
+        format!(
+            "mock://{}",
+            u64::from_le_bytes(a.try_into().unwrap_or([0; 8]))
+        )
     }
 }
 
@@ -64,8 +73,18 @@ impl Domain for MockDomain {
     fn mr_reg(&self, req: &MrRequest) -> Result<Arc<Mr>> {
         self.mr.register(req)
     }
-    fn query_atomic(&self, datatype: u32, op: u32, _kind: AtomicKind, _flags: u64) -> Result<AtomicAttr> {
-        if datatype == FI_UINT64 && op == FI_SUM { Ok(AtomicAttr { count: 1, size: 8 }) } else { Err(Errno::OPNOTSUPP) }
+    fn query_atomic(
+        &self,
+        datatype: u32,
+        op: u32,
+        _kind: AtomicKind,
+        _flags: u64,
+    ) -> Result<AtomicAttr> {
+        if datatype == FI_UINT64 && op == FI_SUM {
+            Ok(AtomicAttr { count: 1, size: 8 })
+        } else {
+            Err(Errno::OPNOTSUPP)
+        }
     }
     fn mr_mode(&self) -> i32 {
         FI_MR_PROV_KEY as i32
@@ -133,7 +152,10 @@ impl Endpoint for MockEp {
                 if flags & FI_RECV != 0 {
                     st.rx_cq = Some(cq);
                 }
-                self.flags.set_selective(flags & FI_SELECTIVE_COMPLETION != 0 && flags & FI_TRANSMIT != 0, false);
+                self.flags.set_selective(
+                    flags & FI_SELECTIVE_COMPLETION != 0 && flags & FI_TRANSMIT != 0,
+                    false,
+                );
                 Ok(())
             }
             Bind::Av(av) => {
@@ -170,7 +192,11 @@ impl Endpoint for MockEp {
         if flags & FI_COMPLETION != 0
             && let Some(cq) = &st.tx_cq
         {
-            cq.push(CqEntry { op_context: op.context, flags: FI_SEND | FI_MSG, ..Default::default() });
+            cq.push(CqEntry {
+                op_context: op.context,
+                flags: FI_SEND | FI_MSG,
+                ..Default::default()
+            });
         }
         Ok(())
     }

@@ -26,7 +26,9 @@ pub fn buf(n: usize) -> (&'static mut [u8], IoVec) {
 }
 
 pub fn pattern(n: usize, seed: u8) -> Vec<u8> {
-    (0..n).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..n)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 pub struct Node {
@@ -42,8 +44,14 @@ pub struct Node {
 impl Node {
     /// Opens an endpoint of `prov` for `hints`-like caps.
     pub fn open(prov: &dyn Provider, caps: u64) -> Node {
-        let hints = Info { caps, ..Default::default() };
-        let info = prov.getinfo(fi_version(2, 6), None, None, 0, Some(&hints)).expect("getinfo").remove(0);
+        let hints = Info {
+            caps,
+            ..Default::default()
+        };
+        let info = prov
+            .getinfo(fi_version(2, 6), None, None, 0, Some(&hints))
+            .expect("getinfo")
+            .remove(0);
         let fabric = prov.fabric(&info.fabric_attr).expect("fabric");
         let domain = fabric.domain(&info).expect("domain");
         let ep = domain.endpoint(&info).expect("endpoint");
@@ -56,28 +64,66 @@ impl Node {
         })
         .unwrap();
         let av = domain.av_open(&AvAttr::default()).unwrap();
-        let cntr = Cntr::new(&CntrAttr { events: FI_CNTR_EVENTS_COMP, wait_obj: FI_WAIT_UNSPEC, flags: 0 }).unwrap();
-        let rcntr = Cntr::new(&CntrAttr { events: FI_CNTR_EVENTS_COMP, wait_obj: FI_WAIT_UNSPEC, flags: 0 }).unwrap();
-        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV).unwrap();
+        let cntr = Cntr::new(&CntrAttr {
+            events: FI_CNTR_EVENTS_COMP,
+            wait_obj: FI_WAIT_UNSPEC,
+            flags: 0,
+        })
+        .unwrap();
+        let rcntr = Cntr::new(&CntrAttr {
+            events: FI_CNTR_EVENTS_COMP,
+            wait_obj: FI_WAIT_UNSPEC,
+            flags: 0,
+        })
+        .unwrap();
+        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
+            .unwrap();
         ep.bind(Bind::Av(av.clone()), 0).unwrap();
-        ep.bind(Bind::Cntr(cntr.clone()), FI_SEND | FI_RECV | FI_READ | FI_WRITE).unwrap();
-        ep.bind(Bind::Cntr(rcntr.clone()), FI_REMOTE_READ | FI_REMOTE_WRITE).unwrap();
+        ep.bind(
+            Bind::Cntr(cntr.clone()),
+            FI_SEND | FI_RECV | FI_READ | FI_WRITE,
+        )
+        .unwrap();
+        ep.bind(Bind::Cntr(rcntr.clone()), FI_REMOTE_READ | FI_REMOTE_WRITE)
+            .unwrap();
         ep.enable().unwrap();
-        Node { domain, ep, cq, av, cntr, rcntr, info }
+        Node {
+            domain,
+            ep,
+            cq,
+            av,
+            cntr,
+            rcntr,
+            info,
+        }
     }
 
     pub fn name_hex(&self) -> String {
-        self.ep.getname().unwrap().iter().map(|b| format!("{b:02x}")).collect()
+        self.ep
+            .getname()
+            .unwrap()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     pub fn insert_hex(&self, hex: &str) -> u64 {
-        let bytes: Vec<u8> =
-            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
         self.av.insert(&bytes, None).unwrap()
     }
 
     pub fn reg(&self, v: IoVec, access: u64, key: u64) -> Arc<Mr> {
-        self.domain.mr_reg(&MrRequest { iov: vec![v], access, requested_key: key, ..Default::default() }).unwrap()
+        self.domain
+            .mr_reg(&MrRequest {
+                iov: vec![v],
+                access,
+                requested_key: key,
+                ..Default::default()
+            })
+            .unwrap()
     }
 
     /// Posts until the provider accepts (retrying on EAGAIN with progress).
@@ -129,7 +175,17 @@ impl Node {
     ) -> Result<(), Errno> {
         let (t, i) = tag.unwrap_or((0, 0));
         self.retry(|| {
-            let op = MsgOp { iov, desc: &[], addr: src, context: ctx, data: 0, tag: t, ignore: i, flags, call };
+            let op = MsgOp {
+                iov,
+                desc: &[],
+                addr: src,
+                context: ctx,
+                data: 0,
+                tag: t,
+                ignore: i,
+                flags,
+                call,
+            };
             self.ep.recv(&op, tag.is_some())
         })
     }
@@ -154,7 +210,11 @@ impl Node {
                 flags: if data.is_some() { FI_REMOTE_CQ_DATA } else { 0 },
                 call: Call::Plain,
             };
-            if read { self.ep.read(&op) } else { self.ep.write(&op) }
+            if read {
+                self.ep.read(&op)
+            } else {
+                self.ep.write(&op)
+            }
         })
     }
 
@@ -168,13 +228,21 @@ impl Node {
                 Err(Errno::AVAIL) => return Err(self.cq.readerr().unwrap()),
                 Err(_) => {}
             }
-            assert!(t.elapsed() < Duration::from_secs(secs), "no completion within {secs} s");
+            assert!(
+                t.elapsed() < Duration::from_secs(secs),
+                "no completion within {secs} s"
+            );
         }
     }
 
     /// Waits for `n` successful completions and returns them.
     pub fn wait_n(&self, n: usize) -> Vec<CqEntry> {
-        (0..n).map(|_| self.wait(30).unwrap_or_else(|e| panic!("error completion {e:?}"))).collect()
+        (0..n)
+            .map(|_| {
+                self.wait(30)
+                    .unwrap_or_else(|e| panic!("error completion {e:?}"))
+            })
+            .collect()
     }
 }
 
@@ -261,7 +329,9 @@ pub fn relay(mut peers: Vec<Peer>) -> bool {
     let mut synced = vec![false; n];
     let mut done = vec![false; n];
     while done.iter().any(|d| !d) {
-        let (i, l) = rx.recv_timeout(Duration::from_secs(120)).expect("children stalled");
+        let (i, l) = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("children stalled");
         let Some(l) = l else {
             if !done[i] {
                 eprintln!("child {i} exited before done");
@@ -300,7 +370,8 @@ pub fn relay(mut peers: Vec<Peer>) -> bool {
 /// Lines from the parent, read by a background thread so that a child can keep making progress
 /// (as a target of RMA must) while it waits.
 fn stdin_lines() -> &'static std::sync::Mutex<std::sync::mpsc::Receiver<String>> {
-    static LINES: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Receiver<String>>> = std::sync::OnceLock::new();
+    static LINES: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Receiver<String>>> =
+        std::sync::OnceLock::new();
     LINES.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -320,7 +391,11 @@ fn stdin_lines() -> &'static std::sync::Mutex<std::sync::mpsc::Receiver<String>>
 
 /// The child's side: the next line from the parent.
 pub fn child_line() -> String {
-    stdin_lines().lock().unwrap().recv().expect("parent went away")
+    stdin_lines()
+        .lock()
+        .unwrap()
+        .recv()
+        .expect("parent went away")
 }
 
 /// Like `child_line`, driving `node`'s progress while waiting.

@@ -119,7 +119,18 @@ impl Cmd {
         out[1] = self.proto;
         out[2..4].copy_from_slice(&self.flags.to_le_bytes());
         out[4..8].copy_from_slice(&self.status.to_le_bytes());
-        for (i, v) in [self.sender, self.op_id, self.len, self.tag, self.data, self.aux, self.aux2].iter().enumerate() {
+        for (i, v) in [
+            self.sender,
+            self.op_id,
+            self.len,
+            self.tag,
+            self.data,
+            self.aux,
+            self.aux2,
+        ]
+        .iter()
+        .enumerate()
+        {
             out[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
         }
         out[HDR..].copy_from_slice(&self.body);
@@ -164,7 +175,10 @@ impl Cmd {
         }
         Some(
             (0..count)
-                .map(|i| Remote { addr: rd(&self.body, off + 16 * i), len: rd(&self.body, off + 16 * i + 8) as usize })
+                .map(|i| Remote {
+                    addr: rd(&self.body, off + 16 * i),
+                    len: rd(&self.body, off + 16 * i + 8) as usize,
+                })
                 .collect(),
         )
     }
@@ -189,7 +203,13 @@ impl Cmd {
         }
         Some(
             (0..count)
-                .map(|i| (rd(&self.body, 24 * i), rd(&self.body, 24 * i + 8), rd(&self.body, 24 * i + 16)))
+                .map(|i| {
+                    (
+                        rd(&self.body, 24 * i),
+                        rd(&self.body, 24 * i + 8),
+                        rd(&self.body, 24 * i + 16),
+                    )
+                })
                 .collect(),
         )
     }
@@ -216,7 +236,15 @@ mod tests {
         let d = Cmd::decode(&b);
         assert_eq!(
             (d.op, d.proto, d.flags, d.status, d.sender, d.len, d.aux2),
-            (OP_WRITE, PROTO_IOV, F_ACK | F_CQ_DATA, -5, 0xdead, 1 << 40, 3)
+            (
+                OP_WRITE,
+                PROTO_IOV,
+                F_ACK | F_CQ_DATA,
+                -5,
+                0xdead,
+                1 << 40,
+                3
+            )
         );
         assert_eq!(d.rma(2).unwrap(), [(1, 2, 3), (4, 5, 6)]);
         assert_eq!(d.iovs(RMA_AREA, 1).unwrap(), [Remote { addr: 9, len: 10 }]);

@@ -143,7 +143,15 @@ struct RxOp {
 
 enum RxDone {
     /// A message: complete the receive (with truncation details) and ACK the sender.
-    Recv { recv: Recv, tagged: bool, src: u64, tag: u64, data: u64, cq_data: bool, olen: usize },
+    Recv {
+        recv: Recv,
+        tagged: bool,
+        src: u64,
+        tag: u64,
+        data: u64,
+        cq_data: bool,
+        olen: usize,
+    },
     /// A remote write: count it, report CQ data if any, ACK the initiator.
     RemoteWrite { cq_data: Option<u64> },
     /// We are the source of a remote read: push `dest` (our memory) to the initiator's op.
@@ -191,7 +199,12 @@ pub struct ShmEndpoint {
 
 /// Whether `FI_SHM_DISABLE_CMA` asks for the segmented path.
 fn cma_enabled() -> bool {
-    !crate::core::params::knob_bool(PROV_NAME, "disable_cma", "Disable cross-memory attach (use bounce buffers)", false)
+    !crate::core::params::knob_bool(
+        PROV_NAME,
+        "disable_cma",
+        "Disable cross-memory attach (use bounce buffers)",
+        false,
+    )
 }
 
 /// The endpoint name for a getinfo source address (upstream's `<addr>:<uid>:<index>` form for
@@ -202,7 +215,11 @@ fn endpoint_name(src: Option<&[u8]>) -> String {
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| format!("fi_shm://{}", std::process::id()));
     if addr.starts_with("fi_shm://") {
-        format!("{addr}:{}:{}", crate::sys::os::uid(), EP_INDEX.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "{addr}:{}:{}",
+            crate::sys::os::uid(),
+            EP_INDEX.fetch_add(1, Ordering::Relaxed)
+        )
     } else {
         addr
     }
@@ -213,7 +230,11 @@ impl ShmEndpoint {
         if info.ep_attr.type_ != FI_EP_RDM && info.ep_attr.type_ != FI_EP_UNSPEC {
             return Err(Errno::INVAL);
         }
-        let caps = if info.caps == 0 { super::SHM_CAPS } else { info.caps };
+        let caps = if info.caps == 0 {
+            super::SHM_CAPS
+        } else {
+            info.caps
+        };
         if caps & !super::SHM_CAPS != 0 {
             return Err(Errno::NODATA);
         }
@@ -344,10 +365,22 @@ impl Inner {
         if recv.flags & FI_COMPLETION != 0
             && let Some(cq) = &rx_cq
         {
-            cq.push(CqEntry { op_context: recv.context, flags: cq_flags, len: got, buf, data, tag, src_addr });
+            cq.push(CqEntry {
+                op_context: recv.context,
+                flags: cq_flags,
+                len: got,
+                buf,
+                data,
+                tag,
+                src_addr,
+            });
         } else if released && let Some(cq) = &rx_cq {
             // A released multi-receive buffer is always reported (fi_msg(3)).
-            cq.push(CqEntry { op_context: recv.context, flags: FI_MULTI_RECV, ..Default::default() });
+            cq.push(CqEntry {
+                op_context: recv.context,
+                flags: FI_MULTI_RECV,
+                ..Default::default()
+            });
         }
         if let Some(c) = &self.cntr.recv {
             c.complete(got);
@@ -376,7 +409,15 @@ impl Inner {
                 i
             }
             None => {
-                self.peers.push(Peer { addr, region: None, connected: false, token: 0, pid: 0, fi_addr, dead: false });
+                self.peers.push(Peer {
+                    addr,
+                    region: None,
+                    connected: false,
+                    token: 0,
+                    pid: 0,
+                    fi_addr,
+                    dead: false,
+                });
                 self.peers.len() - 1
             }
         };
@@ -454,7 +495,9 @@ impl Inner {
             if self.peers[p].dead {
                 continue;
             }
-            let sent = !left.iter().any(|(q, _): &(usize, Box<[u8; CMD_SIZE]>)| *q == p)
+            let sent = !left
+                .iter()
+                .any(|(q, _): &(usize, Box<[u8; CMD_SIZE]>)| *q == p)
                 && self.connect(p).is_ok_and(|r| r.push(&b));
             if !sent {
                 left.push_back((p, b));
@@ -474,7 +517,12 @@ impl Inner {
 
 /// Remote ranges of an iov list (for the handler's cross-memory attach).
 fn remotes(iov: &[IoVec]) -> Vec<Remote> {
-    iov.iter().map(|v| Remote { addr: v.addr() as u64, len: v.len() }).collect()
+    iov.iter()
+        .map(|v| Remote {
+            addr: v.addr() as u64,
+            len: v.len(),
+        })
+        .collect()
 }
 
 fn copy_in(iov: &[IoVec], copy_len: usize) -> Vec<u8> {
@@ -487,7 +535,11 @@ fn copy_in(iov: &[IoVec], copy_len: usize) -> Vec<u8> {
 
 impl ShmEndpoint {
     fn check_iov(&self, iov: &[IoVec]) -> Result<()> {
-        if iov.len() > MAX_IOV { Err(Errno::INVAL) } else { Ok(()) }
+        if iov.len() > MAX_IOV {
+            Err(Errno::INVAL)
+        } else {
+            Ok(())
+        }
     }
 
     fn send_msg(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
@@ -585,7 +637,11 @@ impl ShmEndpoint {
         if !g.enabled {
             return Err(Errno::OPBADSTATE);
         }
-        let src = if self.caps & FI_DIRECTED_RECV != 0 { op.addr } else { FI_ADDR_UNSPEC };
+        let src = if self.caps & FI_DIRECTED_RECV != 0 {
+            op.addr
+        } else {
+            FI_ADDR_UNSPEC
+        };
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
             // A peek looks at what has arrived: take in what is waiting in the ring first.
@@ -623,7 +679,9 @@ impl ShmEndpoint {
             self.deliver(g, recv, true, u);
             return Ok(());
         }
-        let (found, dropped) = g.rxq.peek(&recv, flags & FI_CLAIM != 0, flags & FI_DISCARD != 0);
+        let (found, dropped) = g
+            .rxq
+            .peek(&recv, flags & FI_CLAIM != 0, flags & FI_DISCARD != 0);
         match found {
             Peek::NoMatch => {
                 if let Some(cq) = &cq {
@@ -632,7 +690,13 @@ impl ShmEndpoint {
                     cq.push_err(e);
                 }
             }
-            Peek::Found { src, tag, len, data, flags: f } => {
+            Peek::Found {
+                src,
+                tag,
+                len,
+                data,
+                flags: f,
+            } => {
                 if let Some(u) = dropped {
                     self.discard(g, u);
                 }
@@ -668,7 +732,16 @@ impl ShmEndpoint {
         match u.payload {
             Pending::Inline(data) => {
                 let got = scatter(&recv.target(), 0, &data);
-                g.complete_recv(&recv, tagged, u.src, u.tag, u.data, cq_data, data.len(), got);
+                g.complete_recv(
+                    &recv,
+                    tagged,
+                    u.src,
+                    u.tag,
+                    u.data,
+                    cq_data,
+                    data.len(),
+                    got,
+                );
             }
             Pending::Remote(c) => match g.by_token.get(&c.sender) {
                 Some(&p) if !g.peers[p].dead => self.receive_remote(g, p, &c, recv, tagged, u.src),
@@ -736,7 +809,15 @@ impl ShmEndpoint {
             dest,
             len: take,
             got: 0,
-            done: RxDone::Recv { recv, tagged, src, tag: c.tag, data: c.data, cq_data, olen },
+            done: RxDone::Recv {
+                recv,
+                tagged,
+                src,
+                tag: c.tag,
+                data: c.data,
+                cq_data,
+                olen,
+            },
         };
         self.start_pull(g, p, c.op_id, rx);
     }
@@ -761,8 +842,25 @@ impl ShmEndpoint {
             return;
         };
         match rx.done {
-            RxDone::Recv { recv, tagged, src, tag, data, cq_data, olen } => {
-                g.complete_recv(&recv, tagged, src, tag, data, cq_data, rx.len + olen, rx.got);
+            RxDone::Recv {
+                recv,
+                tagged,
+                src,
+                tag,
+                data,
+                cq_data,
+                olen,
+            } => {
+                g.complete_recv(
+                    &recv,
+                    tagged,
+                    src,
+                    tag,
+                    data,
+                    cq_data,
+                    rx.len + olen,
+                    rx.got,
+                );
                 g.ack(rx.peer, rx.sender_op, Ok(()), rx.got);
             }
             RxDone::RemoteWrite { cq_data } => {
@@ -816,7 +914,11 @@ impl ShmEndpoint {
         c.len = len as u64;
         c.aux2 = op.rma_iov.len() as u64;
         c.flags |= F_ACK;
-        let rma: Vec<(u64, u64, u64)> = op.rma_iov.iter().map(|r| (r.addr, r.len as u64, r.key)).collect();
+        let rma: Vec<(u64, u64, u64)> = op
+            .rma_iov
+            .iter()
+            .map(|r| (r.addr, r.len as u64, r.key))
+            .collect();
         c.put_rma(&rma);
         if !read && flags & FI_REMOTE_CQ_DATA != 0 {
             c.flags |= F_CQ_DATA;
@@ -855,7 +957,11 @@ impl ShmEndpoint {
             flags,
             cq_flags,
             len,
-            iov: if op.call == Call::Inject { Vec::new() } else { op.iov.to_vec() },
+            iov: if op.call == Call::Inject {
+                Vec::new()
+            } else {
+                op.iov.to_vec()
+            },
             result: Vec::new(),
             bounce,
             push: None,
@@ -911,7 +1017,8 @@ impl ShmEndpoint {
         let p = g.peer_for(op.addr)?;
         let mut c = Cmd::new(OP_ATOMIC, g.token);
         c.len = len as u64;
-        c.aux2 = (op.rma_ioc.len() as u64) | (u64::from(op.datatype) << 8) | (u64::from(op.op) << 32);
+        c.aux2 =
+            (op.rma_ioc.len() as u64) | (u64::from(op.datatype) << 8) | (u64::from(op.op) << 32);
         c.flags |= F_ACK;
         match op.kind {
             AtomicKind::Fetch => c.flags |= F_FETCH,
@@ -922,7 +1029,11 @@ impl ShmEndpoint {
             c.flags |= F_CQ_DATA;
             c.data = op.data;
         }
-        let rma: Vec<(u64, u64, u64)> = op.rma_ioc.iter().map(|r| (r.addr, r.count as u64, r.key)).collect();
+        let rma: Vec<(u64, u64, u64)> = op
+            .rma_ioc
+            .iter()
+            .map(|r| (r.addr, r.count as u64, r.key))
+            .collect();
         c.put_rma(&rma);
         let mut data = copy_in(op.iov, if reads_only { 0 } else { len });
         if op.kind == AtomicKind::Compare {
@@ -955,7 +1066,11 @@ impl ShmEndpoint {
             result: op.result.to_vec(),
             bounce,
             push: None,
-            cntr: if op.kind == AtomicKind::Write { CntrKind::Write } else { CntrKind::Read },
+            cntr: if op.kind == AtomicKind::Write {
+                CntrKind::Write
+            } else {
+                CntrKind::Read
+            },
         };
         let id = g.tx_ops.insert(tx);
         c.op_id = id;
@@ -989,7 +1104,9 @@ impl ShmEndpoint {
             self.handle(g, &c);
         }
         self.push_segments(g);
-        if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty()) && g.last_liveness.elapsed() >= LIVENESS_PERIOD {
+        if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty())
+            && g.last_liveness.elapsed() >= LIVENESS_PERIOD
+        {
             g.last_liveness = Instant::now();
             self.check_liveness(g);
         }
@@ -1026,12 +1143,23 @@ impl ShmEndpoint {
             Ok(r) if r.token() == c.sender => Some(Arc::new(r)),
             _ => None,
         };
-        let fi_addr = g.av.as_ref().and_then(|av| av.reverse(addr.as_bytes())).unwrap_or(FI_ADDR_NOTAVAIL);
+        let fi_addr =
+            g.av.as_ref()
+                .and_then(|av| av.reverse(addr.as_bytes()))
+                .unwrap_or(FI_ADDR_NOTAVAIL);
         let existing = g.peers.iter().position(|p| p.addr == addr);
         let idx = match existing {
             Some(i) => i,
             None => {
-                g.peers.push(Peer { addr, region: None, connected: false, token: 0, pid: 0, fi_addr, dead: false });
+                g.peers.push(Peer {
+                    addr,
+                    region: None,
+                    connected: false,
+                    token: 0,
+                    pid: 0,
+                    fi_addr,
+                    dead: false,
+                });
                 g.peers.len() - 1
             }
         };
@@ -1064,7 +1192,9 @@ impl ShmEndpoint {
         }
         if g.peers[p].fi_addr == FI_ADDR_NOTAVAIL {
             // The application may have inserted the sender since it connected.
-            let a = g.av.as_ref().and_then(|av| av.reverse(g.peers[p].addr.as_bytes()));
+            let a =
+                g.av.as_ref()
+                    .and_then(|av| av.reverse(g.peers[p].addr.as_bytes()));
             if let Some(a) = a {
                 g.peers[p].fi_addr = a;
                 g.by_addr.insert(a, p);
@@ -1100,12 +1230,28 @@ impl ShmEndpoint {
         let flags = if cq_data { FI_REMOTE_CQ_DATA } else { 0 };
         match g.rxq.match_incoming(src, c.tag, tagged) {
             Some(recv) => {
-                let u = Unexpected { src, tag: c.tag, len: total, data: c.data, flags, claimed_by: None, payload };
+                let u = Unexpected {
+                    src,
+                    tag: c.tag,
+                    len: total,
+                    data: c.data,
+                    flags,
+                    claimed_by: None,
+                    payload,
+                };
                 self.deliver(g, recv, tagged, u);
             }
             None => {
                 g.rxq.add_unexpected(
-                    Unexpected { src, tag: c.tag, len: total, data: c.data, flags, claimed_by: None, payload },
+                    Unexpected {
+                        src,
+                        tag: c.tag,
+                        len: total,
+                        data: c.data,
+                        flags,
+                        claimed_by: None,
+                        payload,
+                    },
                     tagged,
                 );
             }
@@ -1119,7 +1265,10 @@ impl ShmEndpoint {
         let mut out = Vec::with_capacity(count);
         let mut total = 0usize;
         for (addr, n, key) in rma {
-            let bytes = usize::try_from(n).ok().and_then(|n| n.checked_mul(elem)).ok_or(Errno::INVAL)?;
+            let bytes = usize::try_from(n)
+                .ok()
+                .and_then(|n| n.checked_mul(elem))
+                .ok_or(Errno::INVAL)?;
             total = total.checked_add(bytes).ok_or(Errno::INVAL)?;
             out.extend(self.domain.mr_map.verify(key, addr, bytes, access)?);
         }
@@ -1162,7 +1311,9 @@ impl ShmEndpoint {
                 r
             }
             PROTO_IOV if self.cma => {
-                let remote = c.iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV)).unwrap_or_default();
+                let remote = c
+                    .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
+                    .unwrap_or_default();
                 match cma::read_from(g.peers[p].pid, &dest, 0, &remote, 0, len) {
                     Err(e) if e == Errno::PERM || e == Errno::NOSYS => Err(Errno::AGAIN),
                     r => r,
@@ -1178,7 +1329,14 @@ impl ShmEndpoint {
             }
             Err(Errno::AGAIN) => {
                 // Segmented: pull the data from the initiator through its bounce buffers.
-                let rx = RxOp { peer: p, sender_op: c.op_id, dest, len, got: 0, done: RxDone::RemoteWrite { cq_data } };
+                let rx = RxOp {
+                    peer: p,
+                    sender_op: c.op_id,
+                    dest,
+                    len,
+                    got: 0,
+                    done: RxDone::RemoteWrite { cq_data },
+                };
                 self.start_pull(g, p, c.op_id, rx);
             }
             Err(e) => g.ack(p, c.op_id, Err(e), 0),
@@ -1195,7 +1353,9 @@ impl ShmEndpoint {
         };
         let len = c.len as usize;
         if c.proto == PROTO_IOV && self.cma {
-            let remote = c.iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV)).unwrap_or_default();
+            let remote = c
+                .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
+                .unwrap_or_default();
             match cma::write_to(g.peers[p].pid, &src, 0, &remote, 0, len) {
                 Ok(()) => {
                     if let Some(cn) = &g.cntr.remote_read {
@@ -1221,7 +1381,9 @@ impl ShmEndpoint {
             dest: src,
             len,
             got: 0,
-            done: RxDone::PushRead { initiator_op: c.op_id },
+            done: RxDone::PushRead {
+                initiator_op: c.op_id,
+            },
         };
         g.rx_ops.insert(rx);
     }
@@ -1244,7 +1406,8 @@ impl ShmEndpoint {
                 r.buf_release(c.aux as u32);
             }
         };
-        let Some(size) = atomic::datatype_size(datatype).filter(|_| atomic::valid(kind, datatype, op) && count > 0)
+        let Some(size) = atomic::datatype_size(datatype)
+            .filter(|_| atomic::valid(kind, datatype, op) && count > 0)
         else {
             release(g);
             g.ack(p, c.op_id, Err(Errno::OPNOTSUPP), 0);
@@ -1279,7 +1442,10 @@ impl ShmEndpoint {
         };
         let data = match c.proto {
             PROTO_INLINE if plen <= RMA_INLINE => Some(c.body[RMA_AREA..RMA_AREA + plen].to_vec()),
-            PROTO_BOUNCE => g.peers[p].region.as_ref().and_then(|r| r.buf_with(c.aux as u32, 0, plen, |s| s.to_vec())),
+            PROTO_BOUNCE => g.peers[p]
+                .region
+                .as_ref()
+                .and_then(|r| r.buf_with(c.aux as u32, 0, plen, |s| s.to_vec())),
             _ => None,
         };
         release(g);
@@ -1287,23 +1453,48 @@ impl ShmEndpoint {
             g.ack(p, c.op_id, Err(Errno::INVAL), 0);
             return;
         };
-        let (src, cmp) = if kind == AtomicKind::Compare { data.split_at(len) } else { (&data[..], &[][..]) };
-        let mut result = if kind == AtomicKind::Write { Vec::new() } else { vec![0u8; len] };
+        let (src, cmp) = if kind == AtomicKind::Compare {
+            data.split_at(len)
+        } else {
+            (&data[..], &[][..])
+        };
+        let mut result = if kind == AtomicKind::Write {
+            Vec::new()
+        } else {
+            vec![0u8; len]
+        };
         let mut off = 0;
         let mut status = Ok(());
         for t in &targets {
             let n = t.len();
-            let s = if src.is_empty() { &[][..] } else { &src[off..off + n] };
-            let k = if cmp.is_empty() { &[][..] } else { &cmp[off..off + n] };
-            let r = if result.is_empty() { &mut [][..] } else { &mut result[off..off + n] };
-            if let Err(e) = t.with_mut_slice(|dst| atomic::apply(kind, datatype, op, dst, s, k, r)) {
+            let s = if src.is_empty() {
+                &[][..]
+            } else {
+                &src[off..off + n]
+            };
+            let k = if cmp.is_empty() {
+                &[][..]
+            } else {
+                &cmp[off..off + n]
+            };
+            let r = if result.is_empty() {
+                &mut [][..]
+            } else {
+                &mut result[off..off + n]
+            };
+            if let Err(e) = t.with_mut_slice(|dst| atomic::apply(kind, datatype, op, dst, s, k, r))
+            {
                 status = Err(e);
                 break;
             }
             off += n;
         }
         if status.is_ok() {
-            let cntr = if access == FI_REMOTE_READ { &g.cntr.remote_read } else { &g.cntr.remote_write };
+            let cntr = if access == FI_REMOTE_READ {
+                &g.cntr.remote_read
+            } else {
+                &g.cntr.remote_write
+            };
             if let Some(cn) = cntr {
                 cn.complete(len);
             }
@@ -1328,7 +1519,11 @@ impl ShmEndpoint {
             if result.len() <= BODY {
                 ack.body[..result.len()].copy_from_slice(&result);
             } else {
-                match g.region.as_ref().and_then(|r| r.buf_alloc().map(|b| (r.clone(), b))) {
+                match g
+                    .region
+                    .as_ref()
+                    .and_then(|r| r.buf_alloc().map(|b| (r.clone(), b)))
+                {
                     Some((r, b)) => {
                         r.buf_write(b, 0, &result);
                         ack.proto = PROTO_BOUNCE;
@@ -1366,8 +1561,9 @@ impl ShmEndpoint {
                 PROTO_INLINE if n <= BODY => scatter(&tx.result, 0, &c.body[..n]) == n,
                 PROTO_BOUNCE => {
                     let r = g.peers[p].region.clone();
-                    let ok = r.as_ref().and_then(|r| r.buf_with(c.aux as u32, 0, n, |s| scatter(&tx.result, 0, s)))
-                        == Some(n);
+                    let ok = r.as_ref().and_then(|r| {
+                        r.buf_with(c.aux as u32, 0, n, |s| scatter(&tx.result, 0, s))
+                    }) == Some(n);
                     if let Some(r) = r {
                         r.buf_release(c.aux as u32);
                     }
@@ -1386,9 +1582,17 @@ impl ShmEndpoint {
     /// The sink of a segmented transfer is ready: start pushing.
     fn handle_go(&self, g: &mut Inner, p: usize, c: &Cmd) {
         match g.tx_ops.get_mut(c.op_id) {
-            Some(tx) if tx.peer == p && tx.push.is_none() && matches!(tx.kind, TxKind::Msg | TxKind::Write) => {
+            Some(tx)
+                if tx.peer == p
+                    && tx.push.is_none()
+                    && matches!(tx.kind, TxKind::Msg | TxKind::Write) =>
+            {
                 // The sink may want less than everything (a truncated receive).
-                tx.push = Some(Push { sink: c.aux, sent: 0, limit: tx.len.min(c.len as usize) });
+                tx.push = Some(Push {
+                    sink: c.aux,
+                    sent: 0,
+                    limit: tx.len.min(c.len as usize),
+                });
             }
             _ => g.dropped += 1,
         }
@@ -1406,7 +1610,9 @@ impl ShmEndpoint {
             // Data for one of our reads.
             let ok = match g.tx_ops.get(c.op_id) {
                 Some(tx)
-                    if tx.peer == p && tx.kind == TxKind::Read && off.checked_add(n).is_some_and(|e| e <= tx.len) =>
+                    if tx.peer == p
+                        && tx.kind == TxKind::Read
+                        && off.checked_add(n).is_some_and(|e| e <= tx.len) =>
                 {
                     let dest = tx.iov.clone();
                     region.buf_with(buf, 0, n, |s| scatter(&dest, off, s)) == Some(n)
@@ -1420,7 +1626,11 @@ impl ShmEndpoint {
             return;
         }
         let done = match g.rx_ops.get_mut(c.op_id) {
-            Some(rx) if rx.peer == p && off == rx.got && off.checked_add(n).is_some_and(|e| e <= rx.len) => {
+            Some(rx)
+                if rx.peer == p
+                    && off == rx.got
+                    && off.checked_add(n).is_some_and(|e| e <= rx.len) =>
+            {
                 let dest = rx.dest.clone();
                 let copied = region.buf_with(buf, 0, n, |s| scatter(&dest, off, s));
                 if copied == Some(n) {
@@ -1445,7 +1655,10 @@ impl ShmEndpoint {
             return;
         };
         // Our sends and writes the sink asked for.
-        for id in g.tx_ops.ids_where(|t| t.push.is_some_and(|x| x.sent < x.limit)) {
+        for id in g
+            .tx_ops
+            .ids_where(|t| t.push.is_some_and(|x| x.sent < x.limit))
+        {
             while let Some(tx) = g.tx_ops.get(id) {
                 let Some(Push { sink, sent, limit }) = tx.push else {
                     break;
@@ -1469,12 +1682,19 @@ impl ShmEndpoint {
                     break;
                 }
                 if let Some(tx) = g.tx_ops.get_mut(id) {
-                    tx.push = Some(Push { sink, sent: sent + n, limit });
+                    tx.push = Some(Push {
+                        sink,
+                        sent: sent + n,
+                        limit,
+                    });
                 }
             }
         }
         // Reads of our memory pushed to the initiator.
-        for id in g.rx_ops.ids_where(|r| matches!(r.done, RxDone::PushRead { .. })) {
+        for id in g
+            .rx_ops
+            .ids_where(|r| matches!(r.done, RxDone::PushRead { .. }))
+        {
             while let Some(rx) = g.rx_ops.get(id) {
                 let RxDone::PushRead { initiator_op } = rx.done else {
                     break;
@@ -1543,7 +1763,9 @@ impl ShmEndpoint {
         }
         // Unexpected rendezvous messages from dead senders can never be delivered.
         let tokens: Vec<u64> = dead.iter().map(|&i| g.peers[i].token).collect();
-        g.rxq.drain_unexpected(|u| matches!(&u.payload, Pending::Remote(c) if tokens.contains(&c.sender)));
+        g.rxq.drain_unexpected(
+            |u| matches!(&u.payload, Pending::Remote(c) if tokens.contains(&c.sender)),
+        );
         g.outbox.retain(|(p, _)| !dead.contains(p));
     }
 }
@@ -1589,10 +1811,14 @@ impl Endpoint for ShmEndpoint {
                 if flags & FI_RECV != 0 {
                     g.rx_cq = Some(cq);
                 }
-                self.flags.set_selective(selective && flags & FI_TRANSMIT != 0, selective && flags & FI_RECV != 0);
+                self.flags.set_selective(
+                    selective && flags & FI_TRANSMIT != 0,
+                    selective && flags & FI_RECV != 0,
+                );
             }
             Bind::Cntr(c) => {
-                let known = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+                let known =
+                    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
                 if flags & !known != 0 || flags == 0 {
                     return Err(Errno::BADFLAGS);
                 }
@@ -1622,7 +1848,8 @@ impl Endpoint for ShmEndpoint {
         if g.av.is_none() {
             return Err(Errno::NOAV);
         }
-        if g.tx_cq.is_none() && g.rx_cq.is_none() && g.cntr.send.is_none() && g.cntr.recv.is_none() {
+        if g.tx_cq.is_none() && g.rx_cq.is_none() && g.cntr.send.is_none() && g.cntr.recv.is_none()
+        {
             return Err(Errno::NOCQ);
         }
         let token = loop {
@@ -1650,7 +1877,8 @@ impl Endpoint for ShmEndpoint {
         if g.enabled {
             return Err(Errno::OPBADSTATE);
         }
-        let s = std::str::from_utf8(addr.split(|&b| b == 0).next().unwrap_or(&[])).map_err(|_| Errno::INVAL)?;
+        let s = std::str::from_utf8(addr.split(|&b| b == 0).next().unwrap_or(&[]))
+            .map_err(|_| Errno::INVAL)?;
         if s.is_empty() || s.len() > super::NAME_MAX {
             return Err(Errno::INVAL);
         }
@@ -1667,7 +1895,9 @@ impl Endpoint for ShmEndpoint {
             FI_OPT_MIN_MULTI_RECV => g.rxq.min_multi_recv() as u64,
             FI_OPT_MAX_MSG_SIZE | FI_OPT_MAX_TAGGED_SIZE | FI_OPT_MAX_RMA_SIZE => usize::MAX as u64,
             FI_OPT_MAX_ATOMIC_SIZE => (BOUNCE_SIZE / 2) as u64,
-            FI_OPT_INJECT_MSG_SIZE | FI_OPT_INJECT_TAGGED_SIZE | FI_OPT_INJECT_RMA_SIZE => INJECT_SIZE as u64,
+            FI_OPT_INJECT_MSG_SIZE | FI_OPT_INJECT_TAGGED_SIZE | FI_OPT_INJECT_RMA_SIZE => {
+                INJECT_SIZE as u64
+            }
             FI_OPT_INJECT_ATOMIC_SIZE => RMA_INLINE as u64,
             _ => return Err(Errno::NOPROTOOPT),
         };
@@ -1701,14 +1931,32 @@ impl Endpoint for ShmEndpoint {
                 }
                 Ok(())
             }
-            FI_OPT_MAX_MSG_SIZE | FI_OPT_MAX_TAGGED_SIZE | FI_OPT_MAX_RMA_SIZE | FI_OPT_MAX_ATOMIC_SIZE => {
+            FI_OPT_MAX_MSG_SIZE
+            | FI_OPT_MAX_TAGGED_SIZE
+            | FI_OPT_MAX_RMA_SIZE
+            | FI_OPT_MAX_ATOMIC_SIZE => {
                 let v: [u8; 8] = val.try_into().map_err(|_| Errno::INVAL)?;
-                let limit = if name == FI_OPT_MAX_ATOMIC_SIZE { BOUNCE_SIZE / 2 } else { usize::MAX };
-                if usize::from_ne_bytes(v) > limit { Err(Errno::INVAL) } else { Ok(()) }
+                let limit = if name == FI_OPT_MAX_ATOMIC_SIZE {
+                    BOUNCE_SIZE / 2
+                } else {
+                    usize::MAX
+                };
+                if usize::from_ne_bytes(v) > limit {
+                    Err(Errno::INVAL)
+                } else {
+                    Ok(())
+                }
             }
-            FI_OPT_INJECT_MSG_SIZE | FI_OPT_INJECT_TAGGED_SIZE | FI_OPT_INJECT_RMA_SIZE | FI_OPT_INJECT_ATOMIC_SIZE => {
+            FI_OPT_INJECT_MSG_SIZE
+            | FI_OPT_INJECT_TAGGED_SIZE
+            | FI_OPT_INJECT_RMA_SIZE
+            | FI_OPT_INJECT_ATOMIC_SIZE => {
                 let v: [u8; 8] = val.try_into().map_err(|_| Errno::INVAL)?;
-                if usize::from_ne_bytes(v) > INJECT_SIZE { Err(Errno::INVAL) } else { Ok(()) }
+                if usize::from_ne_bytes(v) > INJECT_SIZE {
+                    Err(Errno::INVAL)
+                } else {
+                    Ok(())
+                }
             }
             _ => Err(Errno::NOPROTOOPT),
         }
@@ -1718,8 +1966,11 @@ impl Endpoint for ShmEndpoint {
         let mut g = self.lock();
         let (recv, tagged) = g.rxq.cancel(context).ok_or(Errno::NOENT)?;
         if let Some(cq) = &g.rx_cq {
-            let mut e =
-                CqErrEntry::new(recv.context, FI_RECV | if tagged { FI_TAGGED } else { FI_MSG }, Errno::CANCELED);
+            let mut e = CqErrEntry::new(
+                recv.context,
+                FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                Errno::CANCELED,
+            );
             e.tag = recv.tag;
             cq.push_err(e);
         }

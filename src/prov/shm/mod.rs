@@ -56,11 +56,22 @@ pub const SHM_CAPS: u64 = TX_CAPS | RX_CAPS | DOMAIN_CAPS;
 /// anything was replaced, so distinct names stay distinct.
 pub fn region_name(name: &str) -> String {
     let body = name.split_once("://").map_or(name, |(_, b)| b);
-    let clean: String =
-        body.chars().take(160).map(|c| if c.is_ascii_alphanumeric() || "._:-".contains(c) { c } else { '_' }).collect();
+    let clean: String = body
+        .chars()
+        .take(160)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._:-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
     let mut out = format!("/fabric_shm_{}_{}", crate::sys::os::uid(), clean);
     if clean != body || !name.starts_with("fi_shm://") {
-        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
         out.push_str(&format!("_{h:016x}"));
     }
     out
@@ -107,7 +118,10 @@ fn static_info() -> Info {
         addr_format: FI_ADDR_STR,
         tx_attr: TxAttr {
             caps: TX_CAPS,
-            op_flags: FI_COMPLETION | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE,
+            op_flags: FI_COMPLETION
+                | FI_INJECT_COMPLETE
+                | FI_TRANSMIT_COMPLETE
+                | FI_DELIVERY_COMPLETE,
             msg_order: FI_ORDER_SAS
                 | FI_ORDER_RAR
                 | FI_ORDER_RAW
@@ -257,7 +271,9 @@ impl InfoProvider for ShmProvider {
                 i.dest_addr = Some(h);
             }
             // Virtual-address RMA when the application accepts it (or did not say).
-            if hint_mr.is_none_or(|m| m & FI_MR_VIRT_ADDR as i32 != 0) && version >= fi_version(1, 5) {
+            if hint_mr.is_none_or(|m| m & FI_MR_VIRT_ADDR as i32 != 0)
+                && version >= fi_version(1, 5)
+            {
                 i.domain_attr.mr_mode |= FI_MR_VIRT_ADDR as i32;
             }
         }
@@ -294,7 +310,11 @@ impl ShmProvider {
             return Err(Errno::NODEV);
         }
         let mr_mode = info.domain_attr.mr_mode;
-        Ok(Arc::new_cyclic(|me| ShmDomain { me: me.clone(), mr_map: MrMap::new(mr_mode, 8), mr_mode }))
+        Ok(Arc::new_cyclic(|me| ShmDomain {
+            me: me.clone(),
+            mr_map: MrMap::new(mr_mode, 8),
+            mr_mode,
+        }))
     }
 }
 
@@ -327,8 +347,15 @@ impl Domain for ShmDomain {
         self.mr_map.register(req)
     }
 
-    fn query_atomic(&self, datatype: u32, op: u32, kind: AtomicKind, flags: u64) -> Result<AtomicAttr> {
-        if flags & !(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC | FI_TAGGED) != 0 || flags & FI_TAGGED != 0 {
+    fn query_atomic(
+        &self,
+        datatype: u32,
+        op: u32,
+        kind: AtomicKind,
+        flags: u64,
+    ) -> Result<AtomicAttr> {
+        if flags & !(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC | FI_TAGGED) != 0 || flags & FI_TAGGED != 0
+        {
             return Err(Errno::BADFLAGS);
         }
         let count = atomic_count(kind, datatype, op)?;
@@ -357,13 +384,23 @@ mod tests {
 
     #[test]
     fn getinfo_refuses_remote_communication() {
-        let mut h = Info { caps: FI_MSG | FI_REMOTE_COMM, ..Default::default() };
-        assert_eq!(SHM.getinfo(fi_version(1, 17), None, None, 0, Some(&h)), Err(Errno::NODATA));
+        let mut h = Info {
+            caps: FI_MSG | FI_REMOTE_COMM,
+            ..Default::default()
+        };
+        assert_eq!(
+            SHM.getinfo(fi_version(1, 17), None, None, 0, Some(&h)),
+            Err(Errno::NODATA)
+        );
         h.caps = FI_MSG;
-        let l = SHM.getinfo(fi_version(1, 17), None, None, 0, Some(&h)).unwrap();
+        let l = SHM
+            .getinfo(fi_version(1, 17), None, None, 0, Some(&h))
+            .unwrap();
         assert_eq!(l[0].addr_format, FI_ADDR_STR);
         assert!(l[0].src_addr.as_ref().unwrap().starts_with(b"fi_shm://"));
-        let l = SHM.getinfo(fi_version(2, 6), Some("x"), Some("9"), FI_SOURCE, None).unwrap();
+        let l = SHM
+            .getinfo(fi_version(2, 6), Some("x"), Some("9"), FI_SOURCE, None)
+            .unwrap();
         assert_eq!(l[0].src_addr.as_deref(), Some(&b"fi_ns://x:9\0"[..]));
     }
 }

@@ -85,7 +85,12 @@ impl Region {
             }
             Err(e) => return Err(e),
         };
-        let r = Region { map, name: name.to_string(), owner: true, next_buf: AtomicU32::new(0) };
+        let r = Region {
+            map,
+            name: name.to_string(),
+            owner: true,
+            next_buf: AtomicU32::new(0),
+        };
         let h = r.header();
         h.version.store(VERSION, Ordering::Relaxed);
         h.uid.store(crate::sys::os::uid(), Ordering::Relaxed);
@@ -104,7 +109,12 @@ impl Region {
     /// Maps a peer's region, checking owner, permissions, magic, version and size.
     pub fn open(name: &str) -> Result<Region> {
         let map = ShmMap::open(name, REGION_SIZE)?;
-        let r = Region { map, name: name.to_string(), owner: false, next_buf: AtomicU32::new(0) };
+        let r = Region {
+            map,
+            name: name.to_string(),
+            owner: false,
+            next_buf: AtomicU32::new(0),
+        };
         let h = r.header();
         if h.magic.load(Ordering::Acquire) != MAGIC
             || h.version.load(Ordering::Relaxed) != VERSION
@@ -162,17 +172,31 @@ impl Region {
 
     fn ring_ctl(&self, i: usize) -> &AtomicU64 {
         // SAFETY: RING_CTL_OFF + 64*i (i < 2) lies inside the mapping; 8-aligned atomics.
-        unsafe { &*self.map.as_ptr().add(RING_CTL_OFF + 64 * i).cast::<AtomicU64>() }
+        unsafe {
+            &*self
+                .map
+                .as_ptr()
+                .add(RING_CTL_OFF + 64 * i)
+                .cast::<AtomicU64>()
+        }
     }
 
     fn slot_seq(&self, i: usize) -> &AtomicU64 {
         // SAFETY: i < RING_SLOTS, so the slot lies inside the mapping; slots are 8-aligned.
-        unsafe { &*self.map.as_ptr().add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE).cast::<AtomicU64>() }
+        unsafe {
+            &*self
+                .map
+                .as_ptr()
+                .add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE)
+                .cast::<AtomicU64>()
+        }
     }
 
     fn slot_data(&self, i: usize) -> *mut u8 {
         // In bounds: the data follows the sequence word inside slot `i % RING_SLOTS`.
-        self.map.as_ptr().wrapping_add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE + 8)
+        self.map
+            .as_ptr()
+            .wrapping_add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE + 8)
     }
 
     /// Appends a command (any process). False when the ring is full.
@@ -183,12 +207,24 @@ impl Region {
             let seq = self.slot_seq(pos as usize).load(Ordering::Acquire);
             let dif = seq.wrapping_sub(pos) as i64;
             if dif == 0 {
-                match tail.compare_exchange_weak(pos, pos.wrapping_add(1), Ordering::Relaxed, Ordering::Relaxed) {
+                match tail.compare_exchange_weak(
+                    pos,
+                    pos.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => {
                         // SAFETY: this producer owns slot `pos` until it publishes the sequence
                         // below; the destination lies inside the mapping.
-                        unsafe { core::ptr::copy_nonoverlapping(cmd.as_ptr(), self.slot_data(pos as usize), CMD_SIZE) };
-                        self.slot_seq(pos as usize).store(pos.wrapping_add(1), Ordering::Release);
+                        unsafe {
+                            core::ptr::copy_nonoverlapping(
+                                cmd.as_ptr(),
+                                self.slot_data(pos as usize),
+                                CMD_SIZE,
+                            )
+                        };
+                        self.slot_seq(pos as usize)
+                            .store(pos.wrapping_add(1), Ordering::Release);
                         return true;
                     }
                     Err(p) => pos = p,
@@ -213,8 +249,11 @@ impl Region {
         }
         // SAFETY: the producer published this slot (sequence pos+1, acquired above); the source
         // lies inside the mapping and `out` is a distinct local buffer.
-        unsafe { core::ptr::copy_nonoverlapping(self.slot_data(pos as usize), out.as_mut_ptr(), CMD_SIZE) };
-        self.slot_seq(pos as usize).store(pos.wrapping_add(RING_SLOTS as u64), Ordering::Release);
+        unsafe {
+            core::ptr::copy_nonoverlapping(self.slot_data(pos as usize), out.as_mut_ptr(), CMD_SIZE)
+        };
+        self.slot_seq(pos as usize)
+            .store(pos.wrapping_add(RING_SLOTS as u64), Ordering::Release);
         head.store(pos.wrapping_add(1), Ordering::Relaxed);
         true
     }
@@ -223,7 +262,13 @@ impl Region {
 
     fn buf_state(&self, i: usize) -> &AtomicU32 {
         // SAFETY: i < BOUNCE_BUFS (callers check), so the word lies inside the mapping.
-        unsafe { &*self.map.as_ptr().add(BUF_STATE_OFF + i * 64).cast::<AtomicU32>() }
+        unsafe {
+            &*self
+                .map
+                .as_ptr()
+                .add(BUF_STATE_OFF + i * 64)
+                .cast::<AtomicU32>()
+        }
     }
 
     fn buf_ptr(&self, i: usize) -> *mut u8 {
@@ -237,7 +282,8 @@ impl Region {
             let i = (start + k) % BOUNCE_BUFS;
             if self.buf_state(i).load(Ordering::Acquire) == BUF_FREE {
                 self.buf_state(i).store(BUF_USED, Ordering::Relaxed);
-                self.next_buf.store(((i + 1) % BOUNCE_BUFS) as u32, Ordering::Relaxed);
+                self.next_buf
+                    .store(((i + 1) % BOUNCE_BUFS) as u32, Ordering::Relaxed);
                 return Some(i as u32);
             }
         }
@@ -247,7 +293,8 @@ impl Region {
     /// Returns a buffer to the owner (the owner after an aborted use, or the peer that read it).
     pub fn buf_release(&self, idx: u32) {
         if (idx as usize) < BOUNCE_BUFS {
-            self.buf_state(idx as usize).store(BUF_FREE, Ordering::Release);
+            self.buf_state(idx as usize)
+                .store(BUF_FREE, Ordering::Release);
         }
     }
 
@@ -258,14 +305,22 @@ impl Region {
             return false;
         }
         // SAFETY: bounds checked; the owner holds the buffer (state USED) while writing it.
-        unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), self.buf_ptr(i).add(off), src.len()) };
+        unsafe {
+            core::ptr::copy_nonoverlapping(src.as_ptr(), self.buf_ptr(i).add(off), src.len())
+        };
         fence(Ordering::Release);
         true
     }
 
     /// Runs `f` over bytes `[off, off+len)` of buffer `idx` (a peer reading what the owner put
     /// there, or the owner itself). None if out of bounds.
-    pub fn buf_with<R>(&self, idx: u32, off: usize, len: usize, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+    pub fn buf_with<R>(
+        &self,
+        idx: u32,
+        off: usize,
+        len: usize,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<R> {
         let i = idx as usize;
         if i >= BOUNCE_BUFS || off.checked_add(len).is_none_or(|e| e > BOUNCE_SIZE) {
             return None;
@@ -290,7 +345,11 @@ mod tests {
     use super::*;
 
     fn name() -> String {
-        format!("/fabric-shm-test-{}-{}", std::process::id(), crate::sys::random::u32())
+        format!(
+            "/fabric-shm-test-{}-{}",
+            std::process::id(),
+            crate::sys::random::u32()
+        )
     }
 
     #[test]
