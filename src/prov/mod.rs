@@ -1,5 +1,6 @@
 //! Providers: efa (EFA RDM protocol over a device layer) and shm (shared memory).
 
+pub mod efa;
 pub mod shm;
 
 use crate::core::provider::InfoProvider;

@@ -2,10 +2,13 @@
 //! `unsafe` is allowed; every block says why it is sound.
 #![allow(unsafe_code)]
 
+pub mod checksum;
 pub mod cma;
 pub mod long_double;
 pub mod mem;
+pub mod netif;
 pub mod os;
 pub mod poll;
 pub mod random;
 pub mod shm;
+pub mod udp;

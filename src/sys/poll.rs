@@ -139,3 +139,57 @@ mod tests {
         assert!(!e.drain());
     }
 }
+
+/// A timerfd (timerfd_create(2)): readable once its deadline passes.
+#[derive(Debug)]
+pub struct TimerFd(OwnedFd);
+
+impl TimerFd {
+    pub fn new() -> Result<TimerFd> {
+        // SAFETY: no memory preconditions; the result is checked.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(Errno::last_os());
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        Ok(TimerFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Arms the timer `ns` nanoseconds from now (at least 1 ns); `None` disarms it.
+    pub fn set(&self, ns: Option<u64>) {
+        let mut v: libc::itimerspec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+        };
+        if let Some(ns) = ns {
+            let ns = ns.max(1);
+            v.it_value = libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as i64,
+                tv_nsec: (ns % 1_000_000_000) as i64,
+            };
+        }
+        // Drain a past expiry so that the fd reflects the new deadline only.
+        let mut buf = 0u64;
+        // SAFETY: reads at most 8 bytes into a u64 from our own nonblocking timerfd, then sets
+        // the timer from a valid itimerspec.
+        unsafe {
+            libc::read(self.0.as_raw_fd(), (&mut buf as *mut u64).cast(), 8);
+            libc::timerfd_settime(self.0.as_raw_fd(), 0, &v, core::ptr::null_mut());
+        }
+    }
+
+    pub fn raw(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}

@@ -1,0 +1,249 @@
+//! The device layer under the RDM protocol: what EFA gives it (efa-reference §10, last
+//! paragraph) — reliable but unordered datagrams up to an MTU between (GID, QPN) pairs with a
+//! QKEY check, completions with length and source, receiver-not-ready and unreachable errors.
+//!
+//! Devices: [`udp::UdpDevice`], the software SRD over UDP sockets (any Ethernet host), and
+//! [`sim::SimDevice`], the same transport over an in-memory network with a seeded fault
+//! injector (tests). Neither offers RDMA read/write: the RDM protocol emulates one-sided
+//! operations with its own packets.
+
+pub mod faults;
+pub mod sim;
+pub mod udp;
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::RawFd;
+
+use super::srd;
+use crate::core::Errno;
+
+/// Bytes at the front of every send buffer reserved for the device's own header.
+pub const HEADROOM: usize = srd::wire::DATA_HEADER;
+
+/// EFA's 32-byte raw address (`FI_ADDR_EFA`, efa-reference §1): GID, QPN, QKEY.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EfaAddr {
+    pub gid: [u8; 16],
+    pub qpn: u16,
+    pub qkey: u32,
+}
+
+pub const EFA_ADDR_LEN: usize = 32;
+
+impl EfaAddr {
+    pub fn to_bytes(&self) -> [u8; EFA_ADDR_LEN] {
+        let mut b = [0u8; EFA_ADDR_LEN];
+        b[..16].copy_from_slice(&self.gid);
+        b[16..18].copy_from_slice(&self.qpn.to_le_bytes());
+        b[20..24].copy_from_slice(&self.qkey.to_le_bytes());
+        b
+    }
+
+    /// Parses the first 32 bytes (the reserved tail is ignored, as EFA does).
+    pub fn from_bytes(b: &[u8]) -> Option<EfaAddr> {
+        if b.len() < EFA_ADDR_LEN {
+            return None;
+        }
+        let mut gid = [0u8; 16];
+        gid.copy_from_slice(&b[..16]);
+        Some(EfaAddr {
+            gid,
+            qpn: u16::from_le_bytes([b[16], b[17]]),
+            qkey: u32::from_le_bytes([b[20], b[21], b[22], b[23]]),
+        })
+    }
+
+    /// The GID as an IP address (IPv4-mapped GIDs give IPv4).
+    pub fn ip(&self) -> IpAddr {
+        let v6 = Ipv6Addr::from(self.gid);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        }
+    }
+
+    pub fn gid_of(ip: IpAddr) -> [u8; 16] {
+        match ip {
+            IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+            IpAddr::V6(v6) => v6.octets(),
+        }
+    }
+
+    pub fn from_socket(a: SocketAddr, qkey: u32) -> EfaAddr {
+        EfaAddr {
+            gid: Self::gid_of(a.ip()),
+            qpn: a.port(),
+            qkey,
+        }
+    }
+
+    pub fn socket(&self) -> SocketAddr {
+        SocketAddr::new(self.ip(), self.qpn)
+    }
+
+    /// `fi_addr_efa://[gid]:qpn:qkey` (upstream's straddr form).
+    pub fn straddr(&self) -> String {
+        format!(
+            "fi_addr_efa://[{}]:{}:{}",
+            Ipv6Addr::from(self.gid),
+            self.qpn,
+            self.qkey
+        )
+    }
+
+    /// The GID text that `fi_getinfo(node)` takes.
+    pub fn gid_text(&self) -> String {
+        Ipv6Addr::from(self.gid).to_string()
+    }
+}
+
+impl fmt::Debug for EfaAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.straddr())
+    }
+}
+
+impl Default for EfaAddr {
+    fn default() -> Self {
+        EfaAddr {
+            gid: Self::gid_of(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+            qpn: 0,
+            qkey: 0,
+        }
+    }
+}
+
+/// Why a send failed (EFA completion statuses, mapped to `FI_E*` by the RDM layer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DevError {
+    /// Receiver not ready after the retries (EFA status 10).
+    Rnr,
+    /// The remote stopped answering (EFA status 13, unresponsive remote).
+    Unreachable,
+    /// The datagram is larger than the MTU.
+    TooBig,
+}
+
+impl DevError {
+    pub fn errno(self) -> Errno {
+        match self {
+            DevError::Rnr => Errno::NORX,
+            DevError::Unreachable => Errno::CONNABORTED,
+            DevError::TooBig => Errno::MSGSIZE,
+        }
+    }
+
+    /// EFA's provider error number for `fi_cq_strerror` (efa-reference §6).
+    pub fn prov_errno(self) -> i32 {
+        match self {
+            DevError::Rnr => 10,
+            DevError::Unreachable => 13,
+            DevError::TooBig => 3,
+        }
+    }
+}
+
+/// A finished work request.
+#[derive(Debug)]
+pub enum Completion {
+    Send {
+        wr_id: u64,
+        status: Result<(), DevError>,
+        buf: Vec<u8>,
+    },
+    /// `buf[off..off + len]` is the payload, from `src`.
+    Recv {
+        wr_id: u64,
+        buf: Vec<u8>,
+        off: usize,
+        len: usize,
+        src: EfaAddr,
+    },
+}
+
+/// What a device can do beyond datagrams.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceCaps {
+    pub rdma_read: bool,
+    pub rdma_write: bool,
+}
+
+/// One queue pair of a device.
+pub trait Device: Send {
+    /// Largest payload of one datagram.
+    fn mtu(&self) -> usize;
+
+    fn addr(&self) -> EfaAddr;
+
+    fn caps(&self) -> DeviceCaps {
+        DeviceCaps::default()
+    }
+
+    /// Most outstanding sends / posted receives.
+    fn max_send(&self) -> usize;
+    fn max_recv(&self) -> usize;
+
+    /// Sends `buf[HEADROOM..HEADROOM + len]` reliably to `dest`. The buffer comes back in the
+    /// completion. `AGAIN` when the send queue is full.
+    fn post_send(
+        &mut self,
+        dest: EfaAddr,
+        buf: Vec<u8>,
+        len: usize,
+        wr_id: u64,
+    ) -> std::result::Result<(), (Errno, Vec<u8>)>;
+
+    /// Sends without reliability (DGRAM endpoints); completes once handed to the network.
+    fn post_send_unreliable(
+        &mut self,
+        dest: EfaAddr,
+        buf: Vec<u8>,
+        len: usize,
+        wr_id: u64,
+    ) -> std::result::Result<(), (Errno, Vec<u8>)>;
+
+    /// Posts a receive buffer (resized to hold a whole datagram).
+    fn post_recv(&mut self, buf: Vec<u8>, wr_id: u64) -> std::result::Result<(), (Errno, Vec<u8>)>;
+
+    /// Drives I/O and timers; appends up to `max` completions.
+    fn poll(&mut self, out: &mut Vec<Completion>, max: usize);
+
+    /// `FI_OPT_EFA_RNR_RETRY`.
+    fn set_rnr_retry(&mut self, n: u32);
+
+    /// A file descriptor readable when `poll` may have work.
+    fn wait_fd(&self) -> Option<RawFd> {
+        None
+    }
+
+    fn stats(&self) -> srd::Stats;
+
+    /// Gives up on everything pending to `dest` (its completions report `status`).
+    fn abandon(&mut self, dest: EfaAddr);
+}
+
+/// Size every receive buffer must have.
+pub fn recv_buf_len(mtu: usize) -> usize {
+    mtu + HEADROOM
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        let a = EfaAddr::from_socket("10.1.2.3:4791".parse().unwrap(), 0x1234_5678);
+        assert_eq!(a.ip().to_string(), "10.1.2.3");
+        assert_eq!(a.socket().to_string(), "10.1.2.3:4791");
+        assert_eq!(EfaAddr::from_bytes(&a.to_bytes()), Some(a));
+        assert_eq!(
+            a.straddr(),
+            "fi_addr_efa://[::ffff:10.1.2.3]:4791:305419896"
+        );
+        assert!(EfaAddr::from_bytes(&[0; 31]).is_none());
+        let b = EfaAddr::from_socket("[fd00::2]:7".parse().unwrap(), 1);
+        assert_eq!(b.ip().to_string(), "fd00::2");
+    }
+}

@@ -1,0 +1,601 @@
+//! The software SRD device: the transport of `srd` over one UDP socket per queue pair.
+//!
+//! The queue pair number is the socket's port, the GID the interface's address (IPv4-mapped for
+//! IPv4), the QKEY random. Datagrams go out in `sendmmsg` batches and come in by `recvmmsg`;
+//! a received datagram is handed to the upper layer by swapping buffers with a posted receive,
+//! so the payload is never copied on the way up.
+
+use std::collections::{BinaryHeap, VecDeque};
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::RawFd;
+use std::time::Instant;
+
+use super::faults::{Faults, Injector};
+use super::{Completion, DevError, Device, EfaAddr, HEADROOM, recv_buf_len};
+use crate::core::{Errno, Result};
+use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
+use crate::sys::netif::Iface;
+use crate::sys::poll::{Epoll, TimerFd};
+use crate::sys::udp::{BATCH, UdpSock};
+
+/// Largest UDP payload by address family (IPv4 65535 − 20 − 8; IPv6 65535 − 8).
+fn udp_max(ip: IpAddr) -> usize {
+    if ip.is_ipv4() { 65_507 } else { 65_527 }
+}
+
+/// A usable interface as a device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UdpDeviceInfo {
+    /// `srd_<interface>`.
+    pub name: String,
+    pub iface: Iface,
+    /// Largest RDM packet.
+    pub mtu: usize,
+}
+
+/// The devices of this host: one per interface that is up and has an address, non-loopback
+/// first (`FI_EFA_IFACE` filters by interface or device name, comma-separated). `mtu_override`
+/// (`FI_EFA_MTU_SIZE`) lowers the MTU.
+pub fn discover(filter: Option<&str>, mtu_override: Option<usize>) -> Vec<UdpDeviceInfo> {
+    let mut list: Vec<UdpDeviceInfo> = crate::sys::netif::interfaces()
+        .into_iter()
+        .filter(|i| i.up)
+        .filter(|i| match filter {
+            None => true,
+            Some(f) => f
+                .split(',')
+                .map(str::trim)
+                .any(|n| n == i.name || n == format!("srd_{}", i.name)),
+        })
+        .map(|iface| {
+            let ip_hdr = if iface.addr.is_ipv4() { 20 } else { 40 };
+            let udp = iface
+                .mtu
+                .saturating_sub(ip_hdr + 8)
+                .min(udp_max(iface.addr));
+            let mut mtu = udp.saturating_sub(HEADROOM);
+            if let Some(m) = mtu_override {
+                mtu = mtu.min(m.max(512));
+            }
+            UdpDeviceInfo {
+                name: format!("srd_{}", iface.name),
+                iface,
+                mtu,
+            }
+        })
+        .collect();
+    list.sort_by_key(|d| d.iface.loopback);
+    list
+}
+
+/// Device settings from the efa parameters.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    pub rnr_retry: u32,
+    pub timeout_interval_us: u64,
+    pub max_timeout_us: u64,
+    pub max_send: usize,
+    pub max_recv: usize,
+    pub faults: Option<Faults>,
+}
+
+impl Default for DeviceConfig {
+    fn default() -> Self {
+        DeviceConfig {
+            rnr_retry: 3,
+            timeout_interval_us: 0,
+            max_timeout_us: 1_000_000,
+            max_send: 8192,
+            max_recv: 8192,
+            faults: Faults::from_env(),
+        }
+    }
+}
+
+pub struct UdpDevice {
+    sock: UdpSock,
+    addr: EfaAddr,
+    mtu: usize,
+    t: Transport<SocketAddr>,
+    origin: Instant,
+    recvs: VecDeque<(u64, Vec<u8>)>,
+    rx_bufs: Vec<Vec<u8>>,
+    rx_meta: Vec<(usize, SocketAddr)>,
+    /// Transmissions the kernel has not taken yet (socket buffer full).
+    backlog: VecDeque<Transmit<SocketAddr>>,
+    /// Unreliable datagrams waiting for the socket, and their completions.
+    unreliable: VecDeque<(SocketAddr, u64, Vec<u8>)>,
+    unreliable_done: VecDeque<(u64, Vec<u8>)>,
+    sends: usize,
+    max_send: usize,
+    max_recv: usize,
+    injector: Option<Injector>,
+    /// Delayed (injected) datagrams: release time, destination, bytes.
+    delayed: BinaryHeap<core::cmp::Reverse<(Time, SocketAddrOrd, Vec<u8>)>>,
+    timer: TimerFd,
+    wait: Epoll,
+}
+
+/// SocketAddr with an order, for the delay heap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SocketAddrOrd(SocketAddr);
+
+impl UdpDevice {
+    /// Opens a queue pair on `dev` (port 0: any free port).
+    pub fn open(dev: &UdpDeviceInfo, port: u16, cfg: &DeviceConfig) -> Result<UdpDevice> {
+        let sock = UdpSock::bind(dev.iface.addr, port, 16 << 20)?;
+        let qkey = crate::sys::random::u32() & 0x7fff_ffff;
+        let addr = EfaAddr::from_socket(sock.local_addr(), qkey);
+        let tcfg = Config {
+            qkey,
+            rnr_retry: cfg.rnr_retry,
+            rnr_timeout_interval_us: cfg.timeout_interval_us,
+            rnr_max_timeout_us: cfg.max_timeout_us,
+            ..Config::default()
+        };
+        let timer = TimerFd::new()?;
+        let wait = Epoll::new()?;
+        wait.add(sock.fd())?;
+        wait.add(timer.raw())?;
+        let buf_len = recv_buf_len(dev.mtu);
+        Ok(UdpDevice {
+            sock,
+            addr,
+            mtu: dev.mtu,
+            t: Transport::new(tcfg, crate::sys::random::u64()),
+            origin: Instant::now(),
+            recvs: VecDeque::new(),
+            rx_bufs: (0..BATCH).map(|_| vec![0u8; buf_len]).collect(),
+            rx_meta: Vec::with_capacity(BATCH),
+            backlog: VecDeque::new(),
+            unreliable: VecDeque::new(),
+            unreliable_done: VecDeque::new(),
+            sends: 0,
+            max_send: cfg.max_send,
+            max_recv: cfg.max_recv,
+            injector: cfg.faults.map(Injector::new),
+            delayed: BinaryHeap::new(),
+            timer,
+            wait,
+        })
+    }
+
+    fn now(&self) -> Time {
+        self.origin.elapsed().as_nanos() as Time
+    }
+
+    fn receive(&mut self, now: Time, out: &mut Vec<Completion>) {
+        for _ in 0..8 {
+            let n = self.sock.recv_batch(&mut self.rx_bufs, &mut self.rx_meta);
+            for i in 0..n {
+                let (len, from) = self.rx_meta[i];
+                let ready = !self.recvs.is_empty();
+                let arrival = self
+                    .t
+                    .handle_datagram(now, from, &self.rx_bufs[i][..len], ready);
+                if let Arrival::Deliver { src_qkey, payload } = arrival
+                    && let Some((wr_id, mut buf)) = self.recvs.pop_front()
+                {
+                    // Hand the socket buffer up and keep the posted one for the next datagram.
+                    core::mem::swap(&mut self.rx_bufs[i], &mut buf);
+                    out.push(Completion::Recv {
+                        wr_id,
+                        buf,
+                        off: payload.start,
+                        len: payload.len(),
+                        src: EfaAddr::from_socket(from, src_qkey),
+                    });
+                }
+            }
+            if n < BATCH {
+                break;
+            }
+        }
+    }
+
+    /// Puts a datagram on the wire, through the fault injector when one is configured.
+    fn inject(&mut self, now: Time, dest: SocketAddr, bytes: &[u8]) {
+        if let Some(inj) = self.injector.as_mut() {
+            let heap = &mut self.delayed;
+            inj.apply(bytes, |b, delay| {
+                heap.push(core::cmp::Reverse((now + delay, SocketAddrOrd(dest), b)))
+            });
+        }
+    }
+
+    fn transmit(&mut self, now: Time) {
+        // Faulty network: everything goes through the injector and its delay queue.
+        if self.injector.is_some() {
+            while let Some(t) = self.backlog.pop_front().or_else(|| self.t.poll_transmit()) {
+                let (dest, bytes) = match t {
+                    Transmit::Data { dest, peer, seq } => match self.t.datagram(peer, seq) {
+                        Some(b) => (dest, b.to_vec()),
+                        None => continue,
+                    },
+                    Transmit::Ctrl { dest, bytes, len } => (dest, bytes[..len].to_vec()),
+                };
+                self.inject(now, dest, &bytes);
+            }
+            while let Some(core::cmp::Reverse((t, _, _))) = self.delayed.peek() {
+                if *t > now {
+                    break;
+                }
+                let Some(core::cmp::Reverse((_, SocketAddrOrd(dest), b))) = self.delayed.pop()
+                else {
+                    break;
+                };
+                // Loss at the socket is acceptable here: the transport recovers.
+                self.sock.send_batch(&[(dest, &b[..])]);
+            }
+            return;
+        }
+        loop {
+            let mut batch: Vec<Transmit<SocketAddr>> = Vec::with_capacity(BATCH);
+            while batch.len() < BATCH {
+                match self.backlog.pop_front().or_else(|| self.t.poll_transmit()) {
+                    Some(t) => batch.push(t),
+                    None => break,
+                }
+            }
+            if batch.is_empty() {
+                return;
+            }
+            let items: Vec<(SocketAddr, &[u8])> = batch
+                .iter()
+                .filter_map(|t| match t {
+                    Transmit::Data { dest, peer, seq } => {
+                        self.t.datagram(*peer, *seq).map(|b| (*dest, b))
+                    }
+                    Transmit::Ctrl { dest, bytes, len } => Some((*dest, &bytes[..*len])),
+                })
+                .collect();
+            let n = items.len();
+            let sent = self.sock.send_batch(&items);
+            if sent < n {
+                // The socket buffer is full: keep the rest, in order, for the next poll. (Data
+                // datagrams already acknowledged were filtered out above; their slots skip.)
+                let mut kept = 0;
+                for t in batch.into_iter() {
+                    let live = match &t {
+                        Transmit::Data { peer, seq, .. } => self.t.datagram(*peer, *seq).is_some(),
+                        Transmit::Ctrl { .. } => true,
+                    };
+                    if live {
+                        if kept >= sent {
+                            self.backlog.push_back(t);
+                        }
+                        kept += 1;
+                    }
+                }
+                return;
+            }
+        }
+    }
+
+    fn send_unreliable(&mut self, now: Time) {
+        while let Some((dest, wr_id, buf)) = self.unreliable.pop_front() {
+            if self.injector.is_some() {
+                self.inject(now, dest, &buf);
+            } else if self.sock.send_batch(&[(dest, &buf[..])]) == 0 {
+                self.unreliable.push_front((dest, wr_id, buf));
+                return;
+            }
+            self.unreliable_done.push_back((wr_id, buf));
+        }
+    }
+}
+
+impl Device for UdpDevice {
+    fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    fn addr(&self) -> EfaAddr {
+        self.addr
+    }
+
+    fn max_send(&self) -> usize {
+        self.max_send
+    }
+
+    fn max_recv(&self) -> usize {
+        self.max_recv
+    }
+
+    fn post_send(
+        &mut self,
+        dest: EfaAddr,
+        mut buf: Vec<u8>,
+        len: usize,
+        wr_id: u64,
+    ) -> std::result::Result<(), (Errno, Vec<u8>)> {
+        if len > self.mtu {
+            return Err((Errno::MSGSIZE, buf));
+        }
+        if self.sends >= self.max_send {
+            return Err((Errno::AGAIN, buf));
+        }
+        buf.truncate(HEADROOM + len);
+        self.sends += 1;
+        let now = self.now();
+        self.t.send(
+            now,
+            PeerKey {
+                addr: dest.socket(),
+                qkey: dest.qkey,
+            },
+            wr_id,
+            buf,
+        );
+        self.transmit(now);
+        Ok(())
+    }
+
+    fn post_send_unreliable(
+        &mut self,
+        dest: EfaAddr,
+        mut buf: Vec<u8>,
+        len: usize,
+        wr_id: u64,
+    ) -> std::result::Result<(), (Errno, Vec<u8>)> {
+        if len > self.mtu {
+            return Err((Errno::MSGSIZE, buf));
+        }
+        if self.unreliable.len() >= self.max_send {
+            return Err((Errno::AGAIN, buf));
+        }
+        buf.truncate(HEADROOM + len);
+        self.t.unreliable(
+            PeerKey {
+                addr: dest.socket(),
+                qkey: dest.qkey,
+            },
+            &mut buf,
+        );
+        self.unreliable.push_back((dest.socket(), wr_id, buf));
+        let now = self.now();
+        self.send_unreliable(now);
+        Ok(())
+    }
+
+    fn post_recv(
+        &mut self,
+        mut buf: Vec<u8>,
+        wr_id: u64,
+    ) -> std::result::Result<(), (Errno, Vec<u8>)> {
+        if self.recvs.len() >= self.max_recv {
+            return Err((Errno::AGAIN, buf));
+        }
+        buf.resize(recv_buf_len(self.mtu), 0);
+        self.recvs.push_back((wr_id, buf));
+        Ok(())
+    }
+
+    fn poll(&mut self, out: &mut Vec<Completion>, max: usize) {
+        let now = self.now();
+        self.receive(now, out);
+        self.t.flush_acks();
+        self.t.handle_timeout(now);
+        self.transmit(now);
+        self.send_unreliable(now);
+        while out.len() < max {
+            let Some((wr_id, status, buf)) = self.t.poll_completion() else {
+                break;
+            };
+            self.sends = self.sends.saturating_sub(1);
+            let status = match status {
+                Status::Ok => Ok(()),
+                Status::Rnr => Err(DevError::Rnr),
+                Status::Unreachable => Err(DevError::Unreachable),
+            };
+            out.push(Completion::Send { wr_id, status, buf });
+        }
+        while out.len() < max {
+            let Some((wr_id, buf)) = self.unreliable_done.pop_front() else {
+                break;
+            };
+            out.push(Completion::Send {
+                wr_id,
+                status: Ok(()),
+                buf,
+            });
+        }
+        // Wake a waiter when the next timer (retransmission, back-off, injected delay) is due.
+        let next = [self.t.poll_timeout(), self.delayed.peek().map(|r| r.0.0)]
+            .into_iter()
+            .flatten()
+            .min();
+        self.timer.set(next.map(|t| t.saturating_sub(self.now())));
+    }
+
+    fn set_rnr_retry(&mut self, n: u32) {
+        self.t.set_rnr_retry(n);
+    }
+
+    fn wait_fd(&self) -> Option<RawFd> {
+        Some(self.wait.raw())
+    }
+
+    fn stats(&self) -> srd::Stats {
+        self.t.stats()
+    }
+
+    fn abandon(&mut self, dest: EfaAddr) {
+        self.t.abandon(
+            PeerKey {
+                addr: dest.socket(),
+                qkey: dest.qkey,
+            },
+            Status::Unreachable,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lo() -> UdpDeviceInfo {
+        discover(None, None)
+            .into_iter()
+            .find(|d| d.iface.loopback && d.iface.addr.is_ipv4())
+            .expect("loopback device")
+    }
+
+    fn pump(
+        a: &mut UdpDevice,
+        b: &mut UdpDevice,
+        out: &mut Vec<Completion>,
+        until: impl Fn(&[Completion]) -> bool,
+    ) {
+        let t = Instant::now();
+        while !until(out) {
+            a.poll(out, 256);
+            b.poll(out, 256);
+            assert!(t.elapsed().as_secs() < 20, "timed out");
+        }
+    }
+
+    #[test]
+    fn loopback_transfer_is_exact_with_and_without_faults() {
+        for faults in [
+            None,
+            Some(Faults {
+                loss: 5.0,
+                dup: 2.0,
+                corrupt: 2.0,
+                delay_us: 200,
+                seed: 3,
+            }),
+        ] {
+            let cfg = DeviceConfig {
+                faults,
+                rnr_retry: 7,
+                ..DeviceConfig::default()
+            };
+            let info = UdpDeviceInfo { mtu: 8000, ..lo() };
+            let mut a = UdpDevice::open(&info, 0, &cfg).unwrap();
+            let mut b = UdpDevice::open(&info, 0, &cfg).unwrap();
+            const N: usize = 3000;
+            for i in 0..64 {
+                b.post_recv(Vec::new(), i).unwrap();
+            }
+            let dest = b.addr();
+            for i in 0..N {
+                let mut buf = vec![0u8; HEADROOM + 8000];
+                let len = 1 + (i * 131) % 8000;
+                for (k, x) in buf[HEADROOM..HEADROOM + len].iter_mut().enumerate() {
+                    *x = (k ^ i) as u8;
+                }
+                buf[HEADROOM..HEADROOM + 8].copy_from_slice(
+                    &(i as u64).to_le_bytes()[..8.min(len)]
+                        .iter()
+                        .copied()
+                        .chain([0; 8])
+                        .take(8)
+                        .collect::<Vec<_>>(),
+                );
+                a.post_send(dest, buf, len.max(8), i as u64).unwrap();
+            }
+            let mut out = Vec::new();
+            let mut got = vec![false; N];
+            let mut sent = 0;
+            let t = Instant::now();
+            while sent < N || got.iter().any(|g| !g) {
+                a.poll(&mut out, 256);
+                b.poll(&mut out, 256);
+                for c in out.drain(..) {
+                    match c {
+                        Completion::Send { status, .. } => {
+                            assert_eq!(status, Ok(()));
+                            sent += 1;
+                        }
+                        Completion::Recv {
+                            wr_id,
+                            buf,
+                            off,
+                            len,
+                            src,
+                        } => {
+                            assert_eq!(src, a.addr());
+                            let i =
+                                u64::from_le_bytes(buf[off..off + 8].try_into().unwrap()) as usize;
+                            assert!(!got[i], "datagram {i} delivered twice");
+                            got[i] = true;
+                            let want = (1 + (i * 131) % 8000).max(8);
+                            assert_eq!(len, want);
+                            for (k, x) in buf[off + 8..off + len].iter().enumerate() {
+                                assert_eq!(*x, ((k + 8) ^ i) as u8, "byte {k} of datagram {i}");
+                            }
+                            b.post_recv(buf, wr_id).unwrap();
+                        }
+                    }
+                }
+                assert!(
+                    t.elapsed().as_secs() < 60,
+                    "transfer stalled (faults {faults:?})"
+                );
+            }
+            let st = a.stats();
+            if faults.is_some() {
+                assert!(st.retransmits > 0);
+            }
+        }
+    }
+
+    #[test]
+    fn rnr_then_error_without_buffers() {
+        let cfg = DeviceConfig {
+            rnr_retry: 1,
+            timeout_interval_us: 100,
+            ..DeviceConfig::default()
+        };
+        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        a.post_send(b.addr(), vec![0; HEADROOM + 10], 10, 1)
+            .unwrap();
+        let mut out = Vec::new();
+        pump(&mut a, &mut b, &mut out, |o| !o.is_empty());
+        assert!(matches!(
+            out[0],
+            Completion::Send {
+                wr_id: 1,
+                status: Err(DevError::Rnr),
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn dead_peer_is_unreachable() {
+        let cfg = DeviceConfig::default();
+        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let gone = {
+            let b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+            b.addr()
+        };
+        a.t = Transport::new(
+            Config {
+                qkey: a.addr.qkey,
+                unreachable: 300 * srd::MS,
+                ..Config::default()
+            },
+            1,
+        );
+        a.post_send(gone, vec![0; HEADROOM + 10], 10, 7).unwrap();
+        let mut out = Vec::new();
+        let t = Instant::now();
+        while out.is_empty() {
+            a.poll(&mut out, 16);
+            assert!(t.elapsed().as_secs() < 10);
+        }
+        assert!(matches!(
+            out[0],
+            Completion::Send {
+                wr_id: 7,
+                status: Err(DevError::Unreachable),
+                ..
+            }
+        ));
+    }
+}

@@ -1,0 +1,4 @@
+//! The efa provider: EFA's RDM protocol (v4) over a device layer.
+
+pub mod device;
+pub mod srd;

@@ -1,0 +1,748 @@
+//! Software SRD: reliable, unordered, datagram delivery between queue pairs — EFA's Scalable
+//! Reliable Datagram semantics — as a sans-IO state machine.
+//!
+//! No sockets, no clock and no threads here: the device feeds datagrams and the current time in
+//! (`handle_datagram`, `handle_timeout`) and takes datagrams to send and completions out
+//! (`poll_transmit`, `poll_completion`, `poll_timeout`), in the shape of quinn-proto.
+//!
+//! Per peer (its address and QKEY) a sender numbers datagrams, keeps each until acknowledged,
+//! retransmits on timeout (RTT-estimated, exponential back-off) and on selective-ack gaps, and
+//! bounds what is in flight by a congestion window (AIMD). A receiver delivers each datagram
+//! the first time it arrives — in any order: ordering is the RDM protocol's job — suppresses
+//! duplicates, and acknowledges cumulatively plus 64 selective bits. A datagram that finds no
+//! receive buffer posted is refused with RNR; the sender backs off and retries up to `rnr_retry`
+//! times, then fails that send with [`Status::Rnr`]. A peer that acknowledges nothing for
+//! `unreachable` is declared unreachable and everything pending to it fails. Datagrams with a
+//! wrong QKEY or that do not parse are dropped and counted.
+
+pub mod wire;
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::ops::Range;
+
+use wire::{DATA_HEADER, Packet, Repr};
+
+/// Nanoseconds on the caller's monotonic clock.
+pub type Time = u64;
+
+pub const MS: Time = 1_000_000;
+pub const US: Time = 1_000;
+
+/// How a send ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// Delivered and acknowledged.
+    Ok,
+    /// Refused for lack of a receive buffer more than `rnr_retry` times.
+    Rnr,
+    /// The peer stopped answering.
+    Unreachable,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Our QKEY; datagrams addressed to another one are dropped.
+    pub qkey: u32,
+    /// Most datagrams in flight per peer (≤ 64, the selective-ack width + 1).
+    pub max_window: u32,
+    pub initial_window: u32,
+    pub min_rto: Time,
+    pub max_rto: Time,
+    /// No acknowledgement for this long with data outstanding: the peer is unreachable.
+    pub unreachable: Time,
+    /// RNR retries before a send fails (`FI_OPT_EFA_RNR_RETRY`; 7 means forever, as on EFA).
+    pub rnr_retry: u32,
+    /// First RNR back-off (`FI_EFA_TIMEOUT_INTERVAL`, µs; 0: random 40–120 µs).
+    pub rnr_timeout_interval_us: u64,
+    /// Longest RNR back-off (`FI_EFA_MAX_TIMEOUT`, µs).
+    pub rnr_max_timeout_us: u64,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            qkey: 0,
+            max_window: 64,
+            initial_window: 32,
+            min_rto: MS,
+            max_rto: 200 * MS,
+            unreachable: 5_000 * MS,
+            rnr_retry: 3,
+            rnr_timeout_interval_us: 0,
+            rnr_max_timeout_us: 1_000_000,
+        }
+    }
+}
+
+/// Counters (monotonic).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub data_sent: u64,
+    pub retransmits: u64,
+    pub acks_sent: u64,
+    pub acks_received: u64,
+    pub rnr_sent: u64,
+    pub rnr_received: u64,
+    pub delivered: u64,
+    pub duplicates: u64,
+    pub dropped_bad_qkey: u64,
+    pub dropped_malformed: u64,
+    pub dropped_window: u64,
+}
+
+/// A peer queue pair: where it is and which incarnation (QKEY) it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerKey<A> {
+    pub addr: A,
+    pub qkey: u32,
+}
+
+/// A datagram to put on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transmit<A> {
+    /// An outstanding data datagram: fetch its bytes with [`Transport::datagram`].
+    Data { dest: A, peer: usize, seq: u32 },
+    /// A control datagram (ACK or RNR).
+    Ctrl {
+        dest: A,
+        bytes: [u8; wire::ACK_LEN],
+        len: usize,
+    },
+}
+
+/// What an arriving datagram means for the device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    /// New data for the upper layer: `payload` bytes of the datagram, from `src_qkey`.
+    Deliver {
+        src_qkey: u32,
+        payload: Range<usize>,
+    },
+    /// Nothing to deliver (control, duplicate, refused or dropped).
+    Nothing,
+}
+
+#[derive(Debug)]
+struct Slot {
+    wr_id: u64,
+    datagram: Vec<u8>,
+    first_sent: Time,
+    /// When the next retransmission is due (for one in flight) or when an RNR back-off ends.
+    due: Time,
+    transmissions: u32,
+    rnr: u32,
+    acked: bool,
+    /// Waiting out an RNR back-off.
+    rnr_wait: bool,
+}
+
+#[derive(Debug)]
+struct Peer<A> {
+    key: PeerKey<A>,
+    // --- sending ---
+    next_seq: u32,
+    /// Sequence of `slots[0]`.
+    base: u32,
+    slots: VecDeque<Slot>,
+    /// Sends waiting for window room: (wr_id, datagram).
+    queued: VecDeque<(u64, Vec<u8>)>,
+    cwnd: f64,
+    ssthresh: f64,
+    srtt: Option<Time>,
+    rttvar: Time,
+    rto: Time,
+    /// Last time an acknowledgement made progress (or the first send after idle).
+    last_progress: Time,
+    rnr_backoff: Time,
+    // --- receiving ---
+    /// Every sequence below this has been received (or given up by the sender).
+    expected: u32,
+    /// Bit i: `expected + i` received (bit 0 is always clear after [`Peer::settle`]).
+    received: u64,
+    ack_due: bool,
+    known_receiver: bool,
+}
+
+/// `a < b` in sequence space.
+fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+impl<A: Copy + Eq + Hash> Peer<A> {
+    fn new(key: PeerKey<A>, cfg: &Config, now: Time) -> Peer<A> {
+        Peer {
+            key,
+            next_seq: 0,
+            base: 0,
+            slots: VecDeque::new(),
+            queued: VecDeque::new(),
+            cwnd: cfg.initial_window.min(cfg.max_window) as f64,
+            ssthresh: cfg.max_window as f64,
+            srtt: None,
+            rttvar: 0,
+            rto: cfg.min_rto.max(10 * MS),
+            last_progress: now,
+            rnr_backoff: 0,
+            expected: 0,
+            received: 0,
+            ack_due: false,
+            known_receiver: false,
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.slots.len()
+    }
+
+    fn busy(&self) -> bool {
+        !self.slots.is_empty() || !self.queued.is_empty()
+    }
+
+    /// Slides `expected` over what has been received contiguously.
+    fn settle(&mut self) {
+        while self.received & 1 != 0 {
+            self.received >>= 1;
+            self.expected = self.expected.wrapping_add(1);
+        }
+    }
+
+    /// Selective acknowledgement bits: bit i = `expected + 1 + i` received.
+    fn sack(&self) -> u64 {
+        self.received >> 1
+    }
+}
+
+/// One queue pair's reliable datagram state: every peer it talks to.
+pub struct Transport<A> {
+    cfg: Config,
+    peers: Vec<Peer<A>>,
+    index: HashMap<PeerKey<A>, usize>,
+    transmits: VecDeque<Transmit<A>>,
+    completions: VecDeque<(u64, Status, Vec<u8>)>,
+    stats: Stats,
+    rng: u64,
+}
+
+impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
+    pub fn new(cfg: Config, seed: u64) -> Transport<A> {
+        let max_window = cfg.max_window.clamp(1, 64);
+        let cfg = Config { max_window, ..cfg };
+        Transport {
+            cfg,
+            peers: Vec::new(),
+            index: HashMap::new(),
+            transmits: VecDeque::new(),
+            completions: VecDeque::new(),
+            stats: Stats::default(),
+            rng: seed | 1,
+        }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn set_rnr_retry(&mut self, n: u32) {
+        self.cfg.rnr_retry = n;
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    fn random(&mut self) -> u64 {
+        // xorshift64*: only for back-off jitter.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn peer(&mut self, key: PeerKey<A>, now: Time) -> usize {
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        self.peers.push(Peer::new(key, &self.cfg, now));
+        self.index.insert(key, self.peers.len() - 1);
+        self.peers.len() - 1
+    }
+
+    /// Datagrams (sent or waiting) not yet settled.
+    pub fn outstanding(&self) -> usize {
+        self.peers
+            .iter()
+            .map(|p| p.slots.len() + p.queued.len())
+            .sum()
+    }
+
+    /// Sends `datagram` (whose first [`wire::DATA_HEADER`] bytes are ours to fill) reliably to
+    /// `dest`; its completion carries `wr_id` and gives the buffer back.
+    pub fn send(&mut self, now: Time, dest: PeerKey<A>, wr_id: u64, mut datagram: Vec<u8>) {
+        if datagram.len() < DATA_HEADER {
+            datagram.resize(DATA_HEADER, 0);
+        }
+        let p = self.peer(dest, now);
+        let peer = &mut self.peers[p];
+        if !peer.busy() {
+            peer.last_progress = now;
+        }
+        peer.queued.push_back((wr_id, datagram));
+        self.fill_window(now, p);
+    }
+
+    /// Sends a datagram outside the reliable protocol (no sequence, no ack, no retry).
+    pub fn unreliable(&mut self, dest: PeerKey<A>, datagram: &mut [u8]) {
+        Repr::Unreliable {
+            dst_qkey: dest.qkey,
+            src_qkey: self.cfg.qkey,
+        }
+        .emit(datagram);
+        wire::seal(datagram);
+    }
+
+    /// Moves queued sends into the window while there is room.
+    fn fill_window(&mut self, now: Time, p: usize) {
+        let qkey = self.cfg.qkey;
+        let peer = &mut self.peers[p];
+        while peer.in_flight() < (peer.cwnd as usize).max(1)
+            && peer.in_flight() < self.cfg.max_window as usize
+        {
+            let Some((wr_id, mut datagram)) = peer.queued.pop_front() else {
+                break;
+            };
+            let seq = peer.next_seq;
+            peer.next_seq = seq.wrapping_add(1);
+            if peer.slots.is_empty() {
+                peer.base = seq;
+            }
+            Repr::Data {
+                dst_qkey: peer.key.qkey,
+                src_qkey: qkey,
+                seq,
+                base: peer.base,
+            }
+            .emit(&mut datagram);
+            wire::seal(&mut datagram);
+            peer.slots.push_back(Slot {
+                wr_id,
+                datagram,
+                first_sent: now,
+                due: now + peer.rto,
+                transmissions: 1,
+                rnr: 0,
+                acked: false,
+                rnr_wait: false,
+            });
+            self.transmits.push_back(Transmit::Data {
+                dest: peer.key.addr,
+                peer: p,
+                seq,
+            });
+            self.stats.data_sent += 1;
+        }
+    }
+
+    /// The bytes of an outstanding datagram named by a [`Transmit::Data`].
+    pub fn datagram(&self, peer: usize, seq: u32) -> Option<&[u8]> {
+        let p = self.peers.get(peer)?;
+        let i = seq.wrapping_sub(p.base) as usize;
+        p.slots.get(i).filter(|s| !s.acked).map(|s| &s.datagram[..])
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit<A>> {
+        // Acks first: they unblock the peer's window.
+        if self.transmits.is_empty() {
+            self.flush_acks();
+        }
+        self.transmits.pop_front()
+    }
+
+    pub fn poll_completion(&mut self) -> Option<(u64, Status, Vec<u8>)> {
+        self.completions.pop_front()
+    }
+
+    fn ctrl(&mut self, dest: A, r: Repr) {
+        let mut bytes = [0u8; wire::ACK_LEN];
+        r.emit(&mut bytes);
+        wire::seal(&mut bytes[..r.buffer_len()]);
+        self.transmits.push_back(Transmit::Ctrl {
+            dest,
+            bytes,
+            len: r.buffer_len(),
+        });
+    }
+
+    /// Emits the acknowledgements owed after a batch of arrivals (one per peer).
+    pub fn flush_acks(&mut self) {
+        let qkey = self.cfg.qkey;
+        for i in 0..self.peers.len() {
+            if !self.peers[i].ack_due {
+                continue;
+            }
+            let p = &mut self.peers[i];
+            p.ack_due = false;
+            let r = Repr::Ack {
+                dst_qkey: p.key.qkey,
+                src_qkey: qkey,
+                cum: p.expected,
+                sack: p.sack(),
+            };
+            let dest = p.key.addr;
+            self.ctrl(dest, r);
+            self.stats.acks_sent += 1;
+        }
+    }
+
+    /// Processes one datagram from `from`. `rx_ready` tells whether a receive buffer is posted
+    /// (otherwise new data is refused with RNR).
+    pub fn handle_datagram(&mut self, now: Time, from: A, bytes: &[u8], rx_ready: bool) -> Arrival {
+        let repr = match Packet::new_checked(bytes).and_then(|p| {
+            if p.verify() {
+                Repr::parse(&p)
+            } else {
+                Err(wire::Error::Checksum)
+            }
+        }) {
+            Ok(r) => r,
+            Err(_) => {
+                self.stats.dropped_malformed += 1;
+                return Arrival::Nothing;
+            }
+        };
+        let (dst, src) = match repr {
+            Repr::Data {
+                dst_qkey, src_qkey, ..
+            }
+            | Repr::Unreliable { dst_qkey, src_qkey }
+            | Repr::Ack {
+                dst_qkey, src_qkey, ..
+            }
+            | Repr::Rnr {
+                dst_qkey, src_qkey, ..
+            } => (dst_qkey, src_qkey),
+        };
+        if dst != self.cfg.qkey {
+            self.stats.dropped_bad_qkey += 1;
+            return Arrival::Nothing;
+        }
+        let key = PeerKey {
+            addr: from,
+            qkey: src,
+        };
+        match repr {
+            Repr::Unreliable { .. } => {
+                if !rx_ready {
+                    return Arrival::Nothing;
+                }
+                self.stats.delivered += 1;
+                Arrival::Deliver {
+                    src_qkey: src,
+                    payload: DATA_HEADER..bytes.len(),
+                }
+            }
+            Repr::Data { seq, base, .. } => {
+                self.on_data(now, key, seq, base, bytes.len(), rx_ready)
+            }
+            Repr::Ack { cum, sack, .. } => {
+                if let Some(&p) = self.index.get(&key) {
+                    self.stats.acks_received += 1;
+                    self.on_ack(now, p, cum, sack);
+                }
+                Arrival::Nothing
+            }
+            Repr::Rnr { seq, .. } => {
+                if let Some(&p) = self.index.get(&key) {
+                    self.stats.rnr_received += 1;
+                    self.on_rnr(now, p, seq);
+                }
+                Arrival::Nothing
+            }
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        now: Time,
+        key: PeerKey<A>,
+        seq: u32,
+        base: u32,
+        len: usize,
+        rx_ready: bool,
+    ) -> Arrival {
+        let p = self.peer(key, now);
+        let peer = &mut self.peers[p];
+        peer.known_receiver = true;
+        // The sender has settled everything below `base`: slide past it.
+        if seq_lt(peer.expected, base) {
+            let shift = base.wrapping_sub(peer.expected);
+            peer.received = if shift >= 64 {
+                0
+            } else {
+                peer.received >> shift
+            };
+            peer.expected = base;
+            peer.settle();
+        }
+        if seq_lt(seq, peer.expected) {
+            self.stats.duplicates += 1;
+            peer.ack_due = true;
+            return Arrival::Nothing;
+        }
+        let off = seq.wrapping_sub(peer.expected);
+        if off >= 64 {
+            self.stats.dropped_window += 1;
+            return Arrival::Nothing;
+        }
+        if peer.received & (1 << off) != 0 {
+            self.stats.duplicates += 1;
+            peer.ack_due = true;
+            return Arrival::Nothing;
+        }
+        if !rx_ready {
+            let r = Repr::Rnr {
+                dst_qkey: key.qkey,
+                src_qkey: self.cfg.qkey,
+                seq,
+            };
+            self.ctrl(key.addr, r);
+            self.stats.rnr_sent += 1;
+            return Arrival::Nothing;
+        }
+        peer.received |= 1 << off;
+        peer.settle();
+        peer.ack_due = true;
+        self.stats.delivered += 1;
+        Arrival::Deliver {
+            src_qkey: key.qkey,
+            payload: DATA_HEADER..len,
+        }
+    }
+
+    fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: u64) {
+        let max_rto = self.cfg.max_rto;
+        let min_rto = self.cfg.min_rto;
+        let peer = &mut self.peers[p];
+        let mut newly = 0u32;
+        let mut sample = None;
+        let base = peer.base;
+        for (i, slot) in peer.slots.iter_mut().enumerate() {
+            let seq = base.wrapping_add(i as u32);
+            let acked = seq_lt(seq, cum) || {
+                let off = seq.wrapping_sub(cum);
+                (1..=64).contains(&off) && sack & (1 << (off - 1)) != 0
+            };
+            if acked && !slot.acked {
+                slot.acked = true;
+                newly += 1;
+                if slot.transmissions == 1 && !slot.rnr_wait && slot.rnr == 0 {
+                    sample = Some(now.saturating_sub(slot.first_sent));
+                }
+            }
+        }
+        if newly == 0 {
+            return;
+        }
+        peer.last_progress = now;
+        peer.rnr_backoff = 0;
+        if let Some(rtt) = sample {
+            // RFC 6298.
+            match peer.srtt {
+                None => {
+                    peer.srtt = Some(rtt);
+                    peer.rttvar = rtt / 2;
+                }
+                Some(s) => {
+                    let d = s.abs_diff(rtt);
+                    peer.rttvar = (3 * peer.rttvar + d) / 4;
+                    peer.srtt = Some((7 * s + rtt) / 8);
+                }
+            }
+            peer.rto = (peer.srtt.unwrap_or(0) + 4 * peer.rttvar).clamp(min_rto, max_rto);
+        }
+        for _ in 0..newly {
+            if peer.cwnd < peer.ssthresh {
+                peer.cwnd += 1.0;
+            } else {
+                peer.cwnd += 1.0 / peer.cwnd;
+            }
+        }
+        peer.cwnd = peer.cwnd.min(self.cfg.max_window as f64);
+        // Complete the acknowledged prefix; later acked slots complete when the prefix reaches
+        // them (their completion is not delayed by much: selective acks come with gaps only).
+        let mut lost_before_sacked = Vec::new();
+        let mut saw_acked_after_gap = 0;
+        for (i, slot) in peer.slots.iter().enumerate().rev() {
+            if slot.acked {
+                saw_acked_after_gap += 1;
+            } else if saw_acked_after_gap >= 3 && !slot.rnr_wait && slot.transmissions < 2 {
+                lost_before_sacked.push(i);
+            }
+        }
+        // Fast retransmit: three later datagrams arrived but this one did not.
+        if !lost_before_sacked.is_empty() {
+            peer.ssthresh = (peer.cwnd / 2.0).max(2.0);
+            peer.cwnd = peer.ssthresh;
+            for i in lost_before_sacked {
+                let slot = &mut peer.slots[i];
+                slot.transmissions += 1;
+                slot.due = now + peer.rto;
+                let seq = peer.base.wrapping_add(i as u32);
+                self.transmits.push_back(Transmit::Data {
+                    dest: peer.key.addr,
+                    peer: p,
+                    seq,
+                });
+                self.stats.retransmits += 1;
+            }
+        }
+        self.complete_prefix(p);
+        self.fill_window(now, p);
+    }
+
+    /// Completes (in order) every acknowledged datagram at the head of the window; acked ones
+    /// further in complete as well, leaving holes that keep their sequence numbers.
+    fn complete_prefix(&mut self, p: usize) {
+        let peer = &mut self.peers[p];
+        for slot in peer.slots.iter_mut() {
+            if slot.acked && slot.wr_id != u64::MAX {
+                let buf = core::mem::take(&mut slot.datagram);
+                self.completions.push_back((slot.wr_id, Status::Ok, buf));
+                slot.wr_id = u64::MAX;
+            }
+        }
+        while peer.slots.front().is_some_and(|s| s.acked) {
+            peer.slots.pop_front();
+            peer.base = peer.base.wrapping_add(1);
+        }
+    }
+
+    fn on_rnr(&mut self, now: Time, p: usize, seq: u32) {
+        let jitter = 40 + self.random() % 81;
+        let (interval, max, retries) = (
+            self.cfg.rnr_timeout_interval_us,
+            self.cfg.rnr_max_timeout_us,
+            self.cfg.rnr_retry,
+        );
+        let peer = &mut self.peers[p];
+        let i = seq.wrapping_sub(peer.base) as usize;
+        let Some(slot) = peer.slots.get_mut(i) else {
+            return;
+        };
+        if slot.acked || slot.rnr_wait {
+            return;
+        }
+        slot.rnr += 1;
+        // The receiver answered: it is alive.
+        peer.last_progress = now;
+        if retries != 7 && slot.rnr > retries {
+            slot.acked = true;
+            let buf = core::mem::take(&mut slot.datagram);
+            let wr_id = slot.wr_id;
+            slot.wr_id = u64::MAX;
+            self.completions.push_back((wr_id, Status::Rnr, buf));
+            // The receiver never got it: later datagrams carry a base past it.
+            while peer.slots.front().is_some_and(|s| s.acked) {
+                peer.slots.pop_front();
+                peer.base = peer.base.wrapping_add(1);
+            }
+            self.fill_window(now, p);
+            return;
+        }
+        // Back off: the first interval is configured or random (efa-reference §6), doubling.
+        let first = if interval == 0 { jitter } else { interval };
+        peer.rnr_backoff = if peer.rnr_backoff == 0 {
+            first
+        } else {
+            (peer.rnr_backoff * 2).min(max.max(1))
+        };
+        slot.rnr_wait = true;
+        slot.due = now + peer.rnr_backoff * US;
+    }
+
+    /// The next time `handle_timeout` has work.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut t: Option<Time> = None;
+        for p in &self.peers {
+            for s in p.slots.iter().filter(|s| !s.acked) {
+                t = Some(t.map_or(s.due, |t| t.min(s.due)));
+            }
+            if p.busy() {
+                let u = p.last_progress + self.cfg.unreachable;
+                t = Some(t.map_or(u, |t| t.min(u)));
+            }
+        }
+        t
+    }
+
+    /// Retransmits what timed out, ends RNR back-offs, declares silent peers unreachable.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let max_rto = self.cfg.max_rto;
+        for p in 0..self.peers.len() {
+            let peer = &mut self.peers[p];
+            if !peer.busy() {
+                continue;
+            }
+            if now >= peer.last_progress + self.cfg.unreachable {
+                self.fail_peer(p, Status::Unreachable);
+                continue;
+            }
+            let mut timed_out = false;
+            for i in 0..peer.slots.len() {
+                let slot = &mut peer.slots[i];
+                if slot.acked || now < slot.due {
+                    continue;
+                }
+                if slot.rnr_wait {
+                    slot.rnr_wait = false;
+                } else {
+                    timed_out = true;
+                }
+                slot.transmissions += 1;
+                slot.due = now + peer.rto;
+                let seq = peer.base.wrapping_add(i as u32);
+                self.transmits.push_back(Transmit::Data {
+                    dest: peer.key.addr,
+                    peer: p,
+                    seq,
+                });
+                self.stats.retransmits += 1;
+            }
+            if timed_out {
+                peer.ssthresh = (peer.cwnd / 2.0).max(2.0);
+                peer.cwnd = 2.0;
+                peer.rto = (peer.rto * 2).min(max_rto);
+            }
+        }
+    }
+
+    /// Fails everything pending to a peer; its sequence numbers move on (later datagrams carry
+    /// a base past the failed ones, so the receiver does not wait for them).
+    fn fail_peer(&mut self, p: usize, status: Status) {
+        let peer = &mut self.peers[p];
+        for slot in peer.slots.drain(..) {
+            if !slot.acked && slot.wr_id != u64::MAX {
+                self.completions
+                    .push_back((slot.wr_id, status, slot.datagram));
+            }
+        }
+        peer.base = peer.next_seq;
+        for (wr_id, buf) in peer.queued.drain(..) {
+            self.completions.push_back((wr_id, status, buf));
+        }
+        peer.cwnd = self.cfg.initial_window.min(self.cfg.max_window) as f64;
+        peer.rto = self.cfg.min_rto.max(10 * MS);
+        peer.srtt = None;
+        peer.rnr_backoff = 0;
+    }
+
+    /// Fails everything pending to `dest` (the upper layer gave up on it).
+    pub fn abandon(&mut self, dest: PeerKey<A>, status: Status) {
+        if let Some(&p) = self.index.get(&dest) {
+            self.fail_peer(p, status);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,437 @@
+//! Deterministic simulations of the transport: two (or more) queue pairs on a virtual clock over
+//! a network that loses, duplicates, reorders, delays and corrupts datagrams by a seeded RNG.
+
+use super::*;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn chance(&mut self, pct: f64) -> bool {
+        (self.next() % 1_000_000) as f64 / 10_000.0 < pct
+    }
+}
+
+#[derive(Clone, Copy, Default)]
+struct Faults {
+    loss: f64,
+    dup: f64,
+    corrupt: f64,
+    /// Extra random delay up to this many µs (reorders).
+    jitter_us: u64,
+}
+
+/// Two queue pairs (addresses 0 and 1) on a virtual network.
+struct Sim {
+    now: Time,
+    qp: [Transport<u8>; 2],
+    /// In flight: (arrival time, destination, source, bytes).
+    wire: Vec<(Time, u8, u8, Vec<u8>)>,
+    faults: Faults,
+    rng: Rng,
+    /// Receive buffers posted at each side.
+    rx_credits: [usize; 2],
+    delivered: [Vec<Vec<u8>>; 2],
+    done: Vec<(u64, Status)>,
+    latency: Time,
+}
+
+const QKEYS: [u32; 2] = [0x1111, 0x2222];
+
+impl Sim {
+    fn new(seed: u64, faults: Faults) -> Sim {
+        let cfg = |q| Config {
+            qkey: q,
+            ..Config::default()
+        };
+        Sim {
+            now: 0,
+            qp: [
+                Transport::new(cfg(QKEYS[0]), seed),
+                Transport::new(cfg(QKEYS[1]), seed + 1),
+            ],
+            wire: Vec::new(),
+            faults,
+            rng: Rng(seed.wrapping_mul(2654435761) | 1),
+            rx_credits: [usize::MAX; 2],
+            delivered: [Vec::new(), Vec::new()],
+            done: Vec::new(),
+            latency: 10 * US,
+        }
+    }
+
+    fn send(&mut self, from: usize, wr_id: u64, payload: &[u8]) {
+        let mut d = vec![0u8; DATA_HEADER];
+        d.extend_from_slice(payload);
+        let dest = PeerKey {
+            addr: (1 - from) as u8,
+            qkey: QKEYS[1 - from],
+        };
+        self.qp[from].send(self.now, dest, wr_id, d);
+    }
+
+    /// Moves transmissions onto the wire with the network's faults.
+    fn pump(&mut self, from: usize) {
+        while let Some(t) = self.qp[from].poll_transmit() {
+            let (dest, bytes) = match t {
+                Transmit::Data { dest, peer, seq } => match self.qp[from].datagram(peer, seq) {
+                    Some(b) => (dest, b.to_vec()),
+                    None => continue,
+                },
+                Transmit::Ctrl { dest, bytes, len } => (dest, bytes[..len].to_vec()),
+            };
+            if self.rng.chance(self.faults.loss) {
+                continue;
+            }
+            let copies = if self.rng.chance(self.faults.dup) {
+                2
+            } else {
+                1
+            };
+            for _ in 0..copies {
+                let mut b = bytes.clone();
+                if self.rng.chance(self.faults.corrupt) {
+                    let i = (self.rng.next() as usize) % b.len();
+                    b[i] ^= 1 << (self.rng.next() % 8);
+                }
+                let jitter = if self.faults.jitter_us > 0 {
+                    self.rng.next() % (self.faults.jitter_us * US)
+                } else {
+                    0
+                };
+                self.wire
+                    .push((self.now + self.latency + jitter, dest, from as u8, b));
+            }
+        }
+        while let Some((wr, st, _)) = self.qp[from].poll_completion() {
+            self.done.push((wr, st));
+        }
+    }
+
+    /// Advances to the next event (an arrival or a timer) and handles it.
+    fn step(&mut self) -> bool {
+        self.pump(0);
+        self.pump(1);
+        let next_arrival = self.wire.iter().map(|w| w.0).min();
+        let next_timer = [self.qp[0].poll_timeout(), self.qp[1].poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(t) = [next_arrival, next_timer].into_iter().flatten().min() else {
+            return false;
+        };
+        self.now = self.now.max(t);
+        let mut i = 0;
+        let mut arrived = [false; 2];
+        while i < self.wire.len() {
+            if self.wire[i].0 <= self.now {
+                let (_, dest, src, bytes) = self.wire.swap_remove(i);
+                let d = dest as usize;
+                let ready = self.rx_credits[d] > 0;
+                if let Arrival::Deliver { payload, src_qkey } =
+                    self.qp[d].handle_datagram(self.now, src, &bytes, ready)
+                {
+                    assert_eq!(src_qkey, QKEYS[src as usize]);
+                    self.rx_credits[d] = self.rx_credits[d].saturating_sub(1);
+                    self.delivered[d].push(bytes[payload].to_vec());
+                }
+                arrived[d] = true;
+            } else {
+                i += 1;
+            }
+        }
+        for (q, a) in self.qp.iter_mut().zip(arrived) {
+            if a {
+                q.flush_acks();
+            }
+            q.handle_timeout(self.now);
+        }
+        true
+    }
+
+    fn run_until_idle(&mut self, limit: Time) {
+        while self.now < limit && self.step() {}
+        self.pump(0);
+        self.pump(1);
+    }
+}
+
+/// Distinct for every `i`: the index, then a varying-length pattern.
+fn payload(i: u64) -> Vec<u8> {
+    let n = 1 + (i as usize * 37) % 300;
+    let mut v = i.to_le_bytes().to_vec();
+    v.extend((0..n).map(|k| (k as u64 ^ i) as u8));
+    v
+}
+
+/// Every datagram arrives exactly once with the right bytes, or its sender gets an error.
+fn check_exactly_once(sim: &Sim, n: u64) {
+    let mut seen = std::collections::HashSet::new();
+    for d in &sim.delivered[1] {
+        assert!(seen.insert(d.clone()), "duplicate delivery");
+    }
+    let ok: Vec<u64> = sim
+        .done
+        .iter()
+        .filter(|(_, s)| *s == Status::Ok)
+        .map(|(w, _)| *w)
+        .collect();
+    for w in &ok {
+        assert!(
+            seen.contains(&payload(*w)),
+            "completed send {w} was not delivered intact"
+        );
+    }
+    assert_eq!(sim.done.len() as u64, n, "every send completes once");
+    assert!(sim.delivered[1].len() >= ok.len());
+    let sent: std::collections::HashSet<Vec<u8>> = (0..n).map(payload).collect();
+    for d in &sim.delivered[1] {
+        assert!(sent.contains(d), "corrupted datagram delivered");
+    }
+}
+
+#[test]
+fn lossless_in_order() {
+    let mut sim = Sim::new(1, Faults::default());
+    for i in 0..1000 {
+        sim.send(0, i, &payload(i));
+    }
+    sim.run_until_idle(10_000 * MS);
+    check_exactly_once(&sim, 1000);
+    assert!(sim.done.iter().all(|(_, s)| *s == Status::Ok));
+    let st = sim.qp[0].stats();
+    assert_eq!(st.retransmits, 0);
+    assert!(
+        sim.qp[1].stats().acks_sent < 1000,
+        "acks are coalesced per batch"
+    );
+}
+
+#[test]
+fn loss_reordering_duplication_corruption() {
+    for (seed, loss) in [(2u64, 1.0), (3, 5.0), (4, 10.0), (5, 20.0), (6, 30.0)] {
+        let faults = Faults {
+            loss,
+            dup: 5.0,
+            corrupt: 2.0,
+            jitter_us: 200,
+        };
+        let mut sim = Sim::new(seed, faults);
+        for i in 0..500 {
+            sim.send(0, i, &payload(i));
+        }
+        sim.run_until_idle(600_000 * MS);
+        check_exactly_once(&sim, 500);
+        let ok = sim.done.iter().filter(|(_, s)| *s == Status::Ok).count();
+        assert_eq!(ok, 500, "at {loss}% loss every datagram still gets through");
+        let st = sim.qp[0].stats();
+        assert!(st.retransmits > 0, "loss {loss}%: retransmissions expected");
+        assert!(
+            sim.qp[1].stats().dropped_malformed + sim.qp[0].stats().dropped_malformed > 0
+                || loss < 5.0
+        );
+    }
+}
+
+#[test]
+fn rnr_storm_then_recovery() {
+    let mut sim = Sim::new(7, Faults::default());
+    sim.qp[0].set_rnr_retry(7); // retry forever
+    sim.rx_credits[1] = 0;
+    for i in 0..50 {
+        sim.send(0, i, &payload(i));
+    }
+    // No buffers for a while: everything is refused and retried with back-off.
+    for _ in 0..2000 {
+        sim.step();
+    }
+    assert!(sim.qp[1].stats().rnr_sent > 0);
+    assert!(
+        sim.done.is_empty(),
+        "nothing completes while the receiver has no buffers"
+    );
+    sim.rx_credits[1] = usize::MAX;
+    sim.run_until_idle(sim.now + 60_000 * MS);
+    check_exactly_once(&sim, 50);
+    assert!(sim.done.iter().all(|(_, s)| *s == Status::Ok));
+}
+
+#[test]
+fn rnr_retries_exhausted() {
+    let mut sim = Sim::new(8, Faults::default());
+    sim.qp[0].set_rnr_retry(3);
+    sim.rx_credits[1] = 0;
+    sim.send(0, 1, &payload(1));
+    sim.run_until_idle(60_000 * MS);
+    assert_eq!(sim.done, vec![(1, Status::Rnr)]);
+    assert_eq!(
+        sim.qp[0].stats().rnr_received,
+        4,
+        "three retries after the first refusal"
+    );
+    // The window moved on: a later send (with buffers) gets through.
+    sim.rx_credits[1] = usize::MAX;
+    sim.send(0, 2, &payload(2));
+    sim.run_until_idle(sim.now + 60_000 * MS);
+    assert_eq!(sim.done.last(), Some(&(2, Status::Ok)));
+    assert_eq!(sim.delivered[1], vec![payload(2)]);
+}
+
+#[test]
+fn dead_peer_fails_everything_in_bounded_time() {
+    let mut sim = Sim::new(
+        9,
+        Faults {
+            loss: 100.0,
+            ..Faults::default()
+        },
+    );
+    for i in 0..100 {
+        sim.send(0, i, &payload(i));
+    }
+    sim.run_until_idle(60_000 * MS);
+    assert_eq!(sim.done.len(), 100);
+    assert!(sim.done.iter().all(|(_, s)| *s == Status::Unreachable));
+    assert!(
+        sim.now <= 10_000 * MS,
+        "declared unreachable after the configured silence ({} ms)",
+        sim.now / MS
+    );
+}
+
+#[test]
+fn sequence_numbers_wrap() {
+    let mut sim = Sim::new(
+        10,
+        Faults {
+            loss: 5.0,
+            jitter_us: 50,
+            ..Faults::default()
+        },
+    );
+    // Establish both directions' state, then move it near the wrap point.
+    sim.send(0, 0, &payload(0));
+    sim.run_until_idle(10_000 * MS);
+    let p = sim.qp[0].index[&PeerKey {
+        addr: 1,
+        qkey: QKEYS[1],
+    }];
+    sim.qp[0].peers[p].next_seq = u32::MAX - 100;
+    sim.qp[0].peers[p].base = u32::MAX - 100;
+    let r = sim.qp[1].index[&PeerKey {
+        addr: 0,
+        qkey: QKEYS[0],
+    }];
+    sim.qp[1].peers[r].expected = u32::MAX - 100;
+    for i in 1..400 {
+        sim.send(0, i, &payload(i));
+    }
+    sim.run_until_idle(sim.now + 600_000 * MS);
+    check_exactly_once(&sim, 400);
+    assert!(sim.done.iter().all(|(_, s)| *s == Status::Ok));
+    assert!(
+        sim.qp[0].peers[p].next_seq < 1000,
+        "sequence numbers wrapped past zero"
+    );
+}
+
+#[test]
+fn wrong_qkey_and_garbage_are_dropped_and_counted() {
+    let mut t: Transport<u8> = Transport::new(
+        Config {
+            qkey: 5,
+            ..Config::default()
+        },
+        1,
+    );
+    let mut d = [0u8; 40];
+    Repr::Data {
+        dst_qkey: 6,
+        src_qkey: 1,
+        seq: 0,
+        base: 0,
+    }
+    .emit(&mut d);
+    wire::seal(&mut d);
+    assert_eq!(t.handle_datagram(0, 1, &d, true), Arrival::Nothing);
+    assert_eq!(t.stats().dropped_bad_qkey, 1);
+    assert_eq!(t.handle_datagram(0, 1, &d[..7], true), Arrival::Nothing);
+    assert_eq!(t.handle_datagram(0, 1, &[0xff; 40], true), Arrival::Nothing);
+    assert_eq!(t.stats().dropped_malformed, 2);
+    // A damaged one too.
+    let mut bad = d;
+    Repr::Data {
+        dst_qkey: 5,
+        src_qkey: 1,
+        seq: 3,
+        base: 0,
+    }
+    .emit(&mut bad);
+    wire::seal(&mut bad);
+    bad[30] ^= 4;
+    assert_eq!(t.handle_datagram(0, 1, &bad, true), Arrival::Nothing);
+    assert_eq!(t.stats().dropped_malformed, 3);
+    Repr::Data {
+        dst_qkey: 5,
+        src_qkey: 1,
+        seq: 0,
+        base: 0,
+    }
+    .emit(&mut d);
+    wire::seal(&mut d);
+    assert!(matches!(
+        t.handle_datagram(0, 1, &d, true),
+        Arrival::Deliver { .. }
+    ));
+    assert_eq!(
+        t.handle_datagram(0, 1, &d, true),
+        Arrival::Nothing,
+        "duplicate"
+    );
+    // A restarted peer (new QKEY, same address) starts fresh: its sequence 0 is new data.
+    Repr::Data {
+        dst_qkey: 5,
+        src_qkey: 2,
+        seq: 0,
+        base: 0,
+    }
+    .emit(&mut d);
+    wire::seal(&mut d);
+    assert!(matches!(
+        t.handle_datagram(0, 1, &d, true),
+        Arrival::Deliver { .. }
+    ));
+    // A forged ACK for a peer we never sent to changes nothing.
+    let mut a = [0u8; 28];
+    Repr::Ack {
+        dst_qkey: 5,
+        src_qkey: 9,
+        cum: 100,
+        sack: u64::MAX,
+    }
+    .emit(&mut a);
+    wire::seal(&mut a);
+    assert_eq!(t.handle_datagram(0, 3, &a, true), Arrival::Nothing);
+    assert_eq!(t.outstanding(), 0);
+}
+
+#[test]
+fn ack_overhead_is_low_in_bulk() {
+    let mut sim = Sim::new(11, Faults::default());
+    sim.latency = 50 * US;
+    for i in 0..20_000 {
+        sim.send(0, i, &payload(i));
+    }
+    sim.run_until_idle(100_000 * MS);
+    check_exactly_once(&sim, 20_000);
+    let acks = sim.qp[1].stats().acks_sent as f64;
+    assert!(
+        acks / 20_000.0 < 0.5,
+        "acks per datagram: {}",
+        acks / 20_000.0
+    );
+}

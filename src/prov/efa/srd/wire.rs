@@ -1,0 +1,364 @@
+//! SRD wire format (docs/srd_wire_v1.md). All fields little-endian.
+//!
+//! | bytes | DATA / UNRELIABLE | ACK | RNR |
+//! | --- | --- | --- | --- |
+//! | 0 | version (1) | version | version |
+//! | 1 | kind | kind | kind |
+//! | 2..4 | reserved | reserved | reserved |
+//! | 4..8 | destination QKEY | destination QKEY | destination QKEY |
+//! | 8..12 | source QKEY | source QKEY | source QKEY |
+//! | 12..16 | sequence number | cumulative ack: next expected | refused sequence |
+//! | 16..20 | checksum | checksum | checksum |
+//! | 20..24 | sender's base: lowest sequence not yet settled | — | — |
+//! | 20..28 | — | selective acks: bit i = `cum + 1 + i` received | — |
+//! | 24.. | payload | | |
+//!
+//! The checksum (CRC-32C, `sys::checksum`) covers every byte but its own field: a damaged
+//! datagram is dropped like a lost one.
+//!
+//! In the smoltcp style: [`Packet`] wraps bytes and `new_checked` guarantees that no accessor
+//! panics; [`Repr`] is the parsed form; `emit` writes exactly `buffer_len()` bytes.
+
+use core::fmt;
+
+pub const VERSION: u8 = 1;
+pub const KIND_DATA: u8 = 1;
+pub const KIND_ACK: u8 = 2;
+pub const KIND_RNR: u8 = 3;
+/// A datagram outside the reliable protocol (efa DGRAM endpoints).
+pub const KIND_UNRELIABLE: u8 = 4;
+
+pub const DATA_HEADER: usize = 24;
+pub const ACK_LEN: usize = 28;
+pub const RNR_LEN: usize = 20;
+
+mod field {
+    use core::ops::Range;
+    pub const VERSION: usize = 0;
+    pub const KIND: usize = 1;
+    pub const DST_QKEY: Range<usize> = 4..8;
+    pub const SRC_QKEY: Range<usize> = 8..12;
+    pub const SEQ: Range<usize> = 12..16;
+    pub const CHECKSUM: Range<usize> = 16..20;
+    pub const BASE: Range<usize> = 20..24;
+    pub const SACK: Range<usize> = 20..28;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Error {
+    Truncated,
+    Version,
+    Kind,
+    Checksum,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Error::Truncated => "truncated SRD datagram",
+            Error::Version => "unknown SRD version",
+            Error::Kind => "unknown SRD datagram kind",
+            Error::Checksum => "SRD datagram damaged",
+        })
+    }
+}
+
+/// A view of an SRD datagram.
+pub struct Packet<T: AsRef<[u8]>> {
+    buf: T,
+}
+
+fn u32_at(b: &[u8], r: core::ops::Range<usize>) -> u32 {
+    u32::from_le_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    pub fn new_unchecked(buf: T) -> Packet<T> {
+        Packet { buf }
+    }
+
+    /// A packet whose accessors cannot panic.
+    pub fn new_checked(buf: T) -> Result<Packet<T>, Error> {
+        let p = Packet::new_unchecked(buf);
+        p.check_len()?;
+        Ok(p)
+    }
+
+    pub fn check_len(&self) -> Result<(), Error> {
+        let b = self.buf.as_ref();
+        if b.len() < RNR_LEN {
+            return Err(Error::Truncated);
+        }
+        if b[field::VERSION] != VERSION {
+            return Err(Error::Version);
+        }
+        let need = match b[field::KIND] {
+            KIND_DATA | KIND_UNRELIABLE => DATA_HEADER,
+            KIND_ACK => ACK_LEN,
+            KIND_RNR => RNR_LEN,
+            _ => return Err(Error::Kind),
+        };
+        if b.len() < need {
+            Err(Error::Truncated)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub fn kind(&self) -> u8 {
+        self.buf.as_ref()[field::KIND]
+    }
+
+    pub fn dst_qkey(&self) -> u32 {
+        u32_at(self.buf.as_ref(), field::DST_QKEY)
+    }
+
+    pub fn src_qkey(&self) -> u32 {
+        u32_at(self.buf.as_ref(), field::SRC_QKEY)
+    }
+
+    pub fn seq(&self) -> u32 {
+        u32_at(self.buf.as_ref(), field::SEQ)
+    }
+
+    /// DATA/UNRELIABLE only.
+    pub fn base(&self) -> u32 {
+        u32_at(self.buf.as_ref(), field::BASE)
+    }
+
+    /// ACK only.
+    pub fn sack(&self) -> u64 {
+        let b = &self.buf.as_ref()[field::SACK];
+        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    }
+
+    /// DATA/UNRELIABLE only.
+    pub fn payload(&self) -> &[u8] {
+        &self.buf.as_ref()[DATA_HEADER..]
+    }
+
+    fn header_len(&self) -> usize {
+        match self.kind() {
+            KIND_ACK => ACK_LEN,
+            KIND_RNR => RNR_LEN,
+            _ => DATA_HEADER,
+        }
+    }
+
+    /// Whether the checksum matches the contents.
+    pub fn verify(&self) -> bool {
+        let b = self.buf.as_ref();
+        u32_at(b, field::CHECKSUM) == checksum(b, self.header_len())
+    }
+}
+
+/// The checksum of a datagram whose header is `hdr` bytes long (its own field excluded).
+fn checksum(b: &[u8], hdr: usize) -> u32 {
+    let head =
+        crate::sys::checksum::crc32c(&[&b[..field::CHECKSUM.start], &b[field::CHECKSUM.end..hdr]]);
+    let body = &b[hdr..];
+    if body.is_empty() {
+        head
+    } else {
+        head ^ crate::sys::checksum::lanes(body)
+    }
+}
+
+/// Writes the checksum of a complete datagram (header emitted, payload in place).
+pub fn seal(buf: &mut [u8]) {
+    let hdr = match buf[field::KIND] {
+        KIND_ACK => ACK_LEN,
+        KIND_RNR => RNR_LEN,
+        _ => DATA_HEADER,
+    };
+    let c = checksum(buf, hdr);
+    buf[field::CHECKSUM].copy_from_slice(&c.to_le_bytes());
+}
+
+/// A parsed SRD header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Repr {
+    Data {
+        dst_qkey: u32,
+        src_qkey: u32,
+        seq: u32,
+        base: u32,
+    },
+    Unreliable {
+        dst_qkey: u32,
+        src_qkey: u32,
+    },
+    Ack {
+        dst_qkey: u32,
+        src_qkey: u32,
+        cum: u32,
+        sack: u64,
+    },
+    Rnr {
+        dst_qkey: u32,
+        src_qkey: u32,
+        seq: u32,
+    },
+}
+
+impl Repr {
+    pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Result<Repr, Error> {
+        p.check_len()?;
+        let (dst_qkey, src_qkey) = (p.dst_qkey(), p.src_qkey());
+        Ok(match p.kind() {
+            KIND_DATA => Repr::Data {
+                dst_qkey,
+                src_qkey,
+                seq: p.seq(),
+                base: p.base(),
+            },
+            KIND_UNRELIABLE => Repr::Unreliable { dst_qkey, src_qkey },
+            KIND_ACK => Repr::Ack {
+                dst_qkey,
+                src_qkey,
+                cum: p.seq(),
+                sack: p.sack(),
+            },
+            KIND_RNR => Repr::Rnr {
+                dst_qkey,
+                src_qkey,
+                seq: p.seq(),
+            },
+            _ => return Err(Error::Kind),
+        })
+    }
+
+    /// Header bytes (payload excluded).
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            Repr::Data { .. } | Repr::Unreliable { .. } => DATA_HEADER,
+            Repr::Ack { .. } => ACK_LEN,
+            Repr::Rnr { .. } => RNR_LEN,
+        }
+    }
+
+    /// Writes the header into the first `buffer_len()` bytes of `buf`.
+    pub fn emit(&self, buf: &mut [u8]) {
+        let (kind, dst, src, seq) = match *self {
+            Repr::Data {
+                dst_qkey,
+                src_qkey,
+                seq,
+                ..
+            } => (KIND_DATA, dst_qkey, src_qkey, seq),
+            Repr::Unreliable { dst_qkey, src_qkey } => (KIND_UNRELIABLE, dst_qkey, src_qkey, 0),
+            Repr::Ack {
+                dst_qkey,
+                src_qkey,
+                cum,
+                ..
+            } => (KIND_ACK, dst_qkey, src_qkey, cum),
+            Repr::Rnr {
+                dst_qkey,
+                src_qkey,
+                seq,
+            } => (KIND_RNR, dst_qkey, src_qkey, seq),
+        };
+        buf[field::VERSION] = VERSION;
+        buf[field::KIND] = kind;
+        buf[2] = 0;
+        buf[3] = 0;
+        buf[field::DST_QKEY].copy_from_slice(&dst.to_le_bytes());
+        buf[field::SRC_QKEY].copy_from_slice(&src.to_le_bytes());
+        buf[field::SEQ].copy_from_slice(&seq.to_le_bytes());
+        buf[field::CHECKSUM].copy_from_slice(&[0; 4]);
+        match *self {
+            Repr::Data { base, .. } => buf[field::BASE].copy_from_slice(&base.to_le_bytes()),
+            Repr::Unreliable { .. } => buf[field::BASE].copy_from_slice(&0u32.to_le_bytes()),
+            Repr::Ack { sack, .. } => buf[field::SACK].copy_from_slice(&sack.to_le_bytes()),
+            Repr::Rnr { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(r: Repr) {
+        let mut b = vec![0u8; r.buffer_len() + 3];
+        r.emit(&mut b);
+        seal(&mut b);
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert!(p.verify());
+        assert_eq!(Repr::parse(&p).unwrap(), r);
+        let last = b.len() - 1;
+        b[last] ^= 1;
+        assert!(
+            !Packet::new_checked(&b[..]).unwrap().verify(),
+            "damage is detected"
+        );
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        round_trip(Repr::Data {
+            dst_qkey: 1,
+            src_qkey: 2,
+            seq: u32::MAX,
+            base: 7,
+        });
+        round_trip(Repr::Unreliable {
+            dst_qkey: 1,
+            src_qkey: 2,
+        });
+        round_trip(Repr::Ack {
+            dst_qkey: 3,
+            src_qkey: 4,
+            cum: 9,
+            sack: 0x8000_0000_0000_0001,
+        });
+        round_trip(Repr::Rnr {
+            dst_qkey: 5,
+            src_qkey: 6,
+            seq: 0,
+        });
+    }
+
+    #[test]
+    fn short_or_foreign_bytes_are_refused() {
+        assert_eq!(Packet::new_checked(&[][..]).err(), Some(Error::Truncated));
+        let mut b = [0u8; 28];
+        Repr::Ack {
+            dst_qkey: 0,
+            src_qkey: 0,
+            cum: 0,
+            sack: 0,
+        }
+        .emit(&mut b);
+        assert_eq!(Packet::new_checked(&b[..24]).err(), Some(Error::Truncated));
+        b[0] = 9;
+        assert_eq!(Packet::new_checked(&b[..]).err(), Some(Error::Version));
+        b[0] = VERSION;
+        b[1] = 77;
+        assert_eq!(Packet::new_checked(&b[..]).err(), Some(Error::Kind));
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            if let Ok(p) = Packet::new_checked(&bytes[..]) {
+                let _ = Repr::parse(&p);
+                let _ = p.verify();
+                let _ = (p.seq(), p.dst_qkey(), p.src_qkey());
+                if matches!(p.kind(), KIND_DATA | KIND_UNRELIABLE) {
+                    let _ = (p.base(), p.payload().len());
+                }
+                if p.kind() == KIND_ACK {
+                    let _ = p.sack();
+                }
+            }
+        }
+
+        #[test]
+        fn data_round_trips(d in any::<u32>(), s in any::<u32>(), q in any::<u32>(), b in any::<u32>()) {
+            round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b });
+        }
+    }
+}

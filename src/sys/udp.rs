@@ -1,0 +1,279 @@
+//! Nonblocking UDP sockets with batched I/O (sendmmsg(2), recvmmsg(2)), IPv4 and IPv6.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::core::{Errno, Result};
+
+/// Most datagrams moved per system call.
+pub const BATCH: usize = 32;
+
+#[derive(Debug)]
+pub struct UdpSock {
+    fd: OwnedFd,
+    local: SocketAddr,
+}
+
+fn to_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
+    match a {
+        SocketAddr::V4(v4) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
+            let s =
+                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            s.sin_family = libc::AF_INET as libc::sa_family_t;
+            s.sin_port = v4.port().to_be();
+            s.sin_addr = libc::in_addr {
+                s_addr: u32::from_ne_bytes(v4.ip().octets()),
+            };
+            core::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t
+        }
+        SocketAddr::V6(v6) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
+            let s =
+                unsafe { &mut *(out as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            s.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            s.sin6_port = v6.port().to_be();
+            s.sin6_flowinfo = 0;
+            s.sin6_addr = libc::in6_addr {
+                s6_addr: v6.ip().octets(),
+            };
+            s.sin6_scope_id = v6.scope_id();
+            core::mem::size_of::<libc::sockaddr_in6>() as libc::socklen_t
+        }
+    }
+}
+
+fn from_sockaddr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    match i32::from(s.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes());
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(a.sin6_port),
+                0,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> bool {
+    // SAFETY: passes a valid int and its size.
+    unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const i32).cast(),
+            core::mem::size_of::<i32>() as u32,
+        ) == 0
+    }
+}
+
+impl UdpSock {
+    /// A nonblocking socket bound to `ip:port` (port 0: any) with buffers of about `buf` bytes.
+    pub fn bind(ip: IpAddr, port: u16, buf: usize) -> Result<UdpSock> {
+        let domain = if ip.is_ipv4() {
+            libc::AF_INET
+        } else {
+            libc::AF_INET6
+        };
+        // SAFETY: no memory preconditions; the fd is checked.
+        let fd = unsafe {
+            libc::socket(
+                domain,
+                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                0,
+            )
+        };
+        if fd < 0 {
+            return Err(Errno::last_os());
+        }
+        // SAFETY: a fresh descriptor nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let raw = fd.as_raw_fd();
+        let size = i32::try_from(buf).unwrap_or(i32::MAX);
+        // The FORCE variants exceed rmem_max/wmem_max when permitted (root); otherwise the plain
+        // ones take what the system allows.
+        if !setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, size) {
+            setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_RCVBUF, size);
+        }
+        if !setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, size) {
+            setsockopt_int(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, size);
+        }
+        if ip.is_ipv6() {
+            setsockopt_int(raw, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, 1);
+        }
+        // SAFETY: an all-zero sockaddr_storage is valid.
+        let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+        let len = to_sockaddr(&SocketAddr::new(ip, port), &mut ss);
+        // SAFETY: `ss` holds a sockaddr of `len` bytes.
+        if unsafe { libc::bind(raw, (&ss as *const libc::sockaddr_storage).cast(), len) } != 0 {
+            return Err(Errno::last_os());
+        }
+        let mut alen = core::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: `ss`/`alen` describe a writable sockaddr_storage.
+        if unsafe {
+            libc::getsockname(
+                raw,
+                (&mut ss as *mut libc::sockaddr_storage).cast(),
+                &mut alen,
+            )
+        } != 0
+        {
+            return Err(Errno::last_os());
+        }
+        let local = from_sockaddr(&ss).ok_or(Errno::INVAL)?;
+        Ok(UdpSock { fd, local })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Receives up to `bufs.len()` datagrams into `bufs` (each buffer's whole length is
+    /// usable); fills `out` with (length, source) and returns how many arrived.
+    pub fn recv_batch(&self, bufs: &mut [Vec<u8>], out: &mut Vec<(usize, SocketAddr)>) -> usize {
+        out.clear();
+        let n = bufs.len().min(BATCH);
+        if n == 0 {
+            return 0;
+        }
+        let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; BATCH];
+        // SAFETY: all-zero msghdrs and sockaddr_storages are valid.
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
+        // SAFETY: as above.
+        let mut names: [libc::sockaddr_storage; BATCH] = unsafe { core::mem::zeroed() };
+        for i in 0..n {
+            iov[i] = libc::iovec {
+                iov_base: bufs[i].as_mut_ptr().cast(),
+                iov_len: bufs[i].len(),
+            };
+            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+            hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            hdrs[i].msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_storage>() as u32;
+        }
+        // SAFETY: every header points at a live buffer of the stated length and a name slot;
+        // all of them outlive the call.
+        let r = unsafe {
+            libc::recvmmsg(
+                self.fd(),
+                hdrs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_DONTWAIT,
+                core::ptr::null_mut(),
+            )
+        };
+        if r <= 0 {
+            return 0;
+        }
+        for i in 0..r as usize {
+            if let Some(a) = from_sockaddr(&names[i]) {
+                out.push((hdrs[i].msg_len as usize, a));
+            } else {
+                out.push((0, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)));
+            }
+        }
+        r as usize
+    }
+
+    /// Sends datagrams (destination, bytes); returns how many the kernel took (the rest should
+    /// be retried: the socket buffer is full).
+    pub fn send_batch(&self, items: &[(SocketAddr, &[u8])]) -> usize {
+        let n = items.len().min(BATCH);
+        if n == 0 {
+            return 0;
+        }
+        let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; BATCH];
+        // SAFETY: all-zero msghdrs and sockaddr_storages are valid.
+        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
+        // SAFETY: as above.
+        let mut names: [libc::sockaddr_storage; BATCH] = unsafe { core::mem::zeroed() };
+        for i in 0..n {
+            let len = to_sockaddr(&items[i].0, &mut names[i]);
+            iov[i] = libc::iovec {
+                iov_base: items[i].1.as_ptr() as *mut libc::c_void,
+                iov_len: items[i].1.len(),
+            };
+            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
+            hdrs[i].msg_hdr.msg_iovlen = 1;
+            hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            hdrs[i].msg_hdr.msg_namelen = len;
+        }
+        // SAFETY: every header points at a live buffer and address that outlive the call; the
+        // kernel only reads them.
+        let r =
+            unsafe { libc::sendmmsg(self.fd(), hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            // A datagram the network refuses (unreachable, too big) is dropped like a lost one:
+            // the transport retransmits or fails the send.
+            if e != libc::EAGAIN && e != libc::ENOBUFS && e != libc::EINTR {
+                return 1;
+            }
+            return 0;
+        }
+        r as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_batches_v4_and_v6() {
+        for ip in [
+            IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ] {
+            let (a, b) = match (UdpSock::bind(ip, 0, 1 << 20), UdpSock::bind(ip, 0, 1 << 20)) {
+                (Ok(a), Ok(b)) => (a, b),
+                _ if ip.is_ipv6() => continue, // no IPv6 on this host
+                (Err(e), _) | (_, Err(e)) => panic!("bind {ip}: {e}"),
+            };
+            let msgs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100 + i as usize]).collect();
+            let items: Vec<(SocketAddr, &[u8])> =
+                msgs.iter().map(|m| (b.local_addr(), &m[..])).collect();
+            assert_eq!(a.send_batch(&items), 5);
+            let mut bufs = vec![vec![0u8; 2048]; 8];
+            let mut out = Vec::new();
+            let mut got = 0;
+            for _ in 0..1000 {
+                got += b.recv_batch(&mut bufs[got..], &mut out);
+                if got == 5 {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert_eq!(got, 5);
+            for (i, buf) in bufs.iter().take(5).enumerate() {
+                assert_eq!(buf[0], i as u8);
+            }
+            assert_eq!(out.last().unwrap().1, a.local_addr());
+        }
+    }
+}
