@@ -425,6 +425,14 @@ impl Inner {
         Ok(idx)
     }
 
+    /// Whether a name of the default form `fi_shm://<pid>:…` names a process that is gone.
+    fn owner_gone(addr: &str) -> bool {
+        addr.strip_prefix("fi_shm://")
+            .and_then(|b| b.split(':').next())
+            .and_then(|pid| pid.parse::<i32>().ok())
+            .is_some_and(|pid| pid > 0 && !crate::sys::os::process_alive(pid))
+    }
+
     /// Maps a peer's region (lazily) and sends it our CONNECT once.
     fn connect(&mut self, p: usize) -> Result<Arc<Region>> {
         if self.peers[p].dead {
@@ -434,8 +442,17 @@ impl Inner {
             Some(r) => r.clone(),
             None => {
                 let r = Arc::new(
-                    Region::open(&region_name(&self.peers[p].addr))
-                        .map_err(|e| if e == Errno::NOENT { Errno::AGAIN } else { e })?,
+                    Region::open(&region_name(&self.peers[p].addr)).map_err(|e| {
+                        if e != Errno::NOENT {
+                            e
+                        } else if Self::owner_gone(&self.peers[p].addr) {
+                            // Its region was cleaned up after it died: it never comes back.
+                            Errno::CONNABORTED
+                        } else {
+                            // Not created yet: the peer may still be starting (as upstream).
+                            Errno::AGAIN
+                        }
+                    })?,
                 );
                 let peer = &mut self.peers[p];
                 peer.token = r.token();
