@@ -68,6 +68,29 @@ impl<T> Slab<T> {
         self.len == 0
     }
 
+    /// A 32-bit form of `id` for wire protocols that carry u32 operation ids: 15 bits of
+    /// generation and 16 of index (so at most 65536 live entries can be named this way); the top
+    /// bit is left to the caller (e.g. to tell two tables apart).
+    pub fn wire_id(id: u64) -> Option<u32> {
+        let i = id & 0xffff_ffff;
+        if i > 0xffff {
+            return None;
+        }
+        Some((((id >> 32) as u32 & 0x7fff) << 16) | i as u32)
+    }
+
+    /// The full id of a live entry named by a [`Slab::wire_id`] (top bit ignored), if its
+    /// generation matches.
+    pub fn from_wire(&self, w: u32) -> Option<u64> {
+        let i = (w & 0xffff) as usize;
+        match self.slots.get(i) {
+            Some((g, Some(_))) if (g & 0x7fff) == (w >> 16) & 0x7fff => {
+                Some((u64::from(*g) << 32) | i as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// Ids of entries matching `pred`.
     pub fn ids_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<u64> {
         self.slots
@@ -101,5 +124,14 @@ mod tests {
         assert_eq!(s.get(u64::MAX), None);
         assert_eq!(s.len(), 2);
         assert_eq!(s.ids_where(|v| *v == "b"), [b]);
+        let w = Slab::<&str>::wire_id(c).unwrap();
+        assert_eq!(s.from_wire(w), Some(c));
+        assert_eq!(s.from_wire(Slab::<&str>::wire_id(a).unwrap()), None);
+        assert_eq!(s.from_wire(0x7fff_ffff), None);
+        assert_eq!(
+            s.from_wire(w | 0x8000_0000),
+            Some(c),
+            "the top bit is the caller's"
+        );
     }
 }

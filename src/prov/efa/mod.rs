@@ -1,4 +1,5 @@
 //! The efa provider: EFA's RDM protocol (v4) over a device layer.
 
 pub mod device;
+pub mod rdm;
 pub mod srd;

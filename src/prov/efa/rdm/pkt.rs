@@ -1,0 +1,954 @@
+//! EFA RDM protocol v4 packets (efa-reference §1): header layouts, encoding and parsing.
+//!
+//! Every packet starts with a 4-byte base header (type, version 4, flags). REQ packets (types
+//! 64–76, 128–147) carry a mandatory header for their type (the tag, if any, is its last 8
+//! bytes), then `rma_iov` entries (RTW/RTR/RTA), then optional headers in a fixed order (raw
+//! address, CQ data, connid), then application data. All fields little-endian, natural
+//! alignment. [`parse`] never panics: every length is checked against the packet.
+
+use crate::prov::efa::device::{EFA_ADDR_LEN, EfaAddr};
+
+pub const VERSION: u8 = 4;
+
+// Packet types (efa-reference §1).
+pub const CTS: u8 = 3;
+pub const CTSDATA: u8 = 4;
+pub const READRSP: u8 = 5;
+pub const EOR: u8 = 7;
+pub const ATOMRSP: u8 = 8;
+pub const HANDSHAKE: u8 = 9;
+pub const RECEIPT: u8 = 10;
+pub const READ_NACK: u8 = 11;
+pub const EAGER_MSGRTM: u8 = 64;
+pub const EAGER_TAGRTM: u8 = 65;
+pub const MEDIUM_MSGRTM: u8 = 66;
+pub const MEDIUM_TAGRTM: u8 = 67;
+pub const LONGCTS_MSGRTM: u8 = 68;
+pub const LONGCTS_TAGRTM: u8 = 69;
+pub const EAGER_RTW: u8 = 70;
+pub const LONGCTS_RTW: u8 = 71;
+pub const SHORT_RTR: u8 = 72;
+pub const LONGCTS_RTR: u8 = 73;
+pub const WRITE_RTA: u8 = 74;
+pub const FETCH_RTA: u8 = 75;
+pub const COMPARE_RTA: u8 = 76;
+pub const DC_EAGER_MSGRTM: u8 = 133;
+pub const DC_EAGER_TAGRTM: u8 = 134;
+pub const DC_MEDIUM_MSGRTM: u8 = 135;
+pub const DC_MEDIUM_TAGRTM: u8 = 136;
+pub const DC_LONGCTS_MSGRTM: u8 = 137;
+pub const DC_LONGCTS_TAGRTM: u8 = 138;
+pub const DC_EAGER_RTW: u8 = 139;
+pub const DC_LONGCTS_RTW: u8 = 140;
+pub const DC_WRITE_RTA: u8 = 141;
+/// This library's extension (negotiated with [`EXTRA_ERROR_RESPONSE`]): a refused remote
+/// access (bad key, bounds, access rights, unsupported atomic) reported back to the initiator.
+pub const ERR: u8 = 200;
+
+// Base header flags.
+pub const REQ_RAW_ADDR_HDR: u16 = 1 << 0;
+pub const REQ_CQ_DATA_HDR: u16 = 1 << 1;
+pub const REQ_MSG: u16 = 1 << 2;
+pub const REQ_TAGGED: u16 = 1 << 3;
+pub const REQ_RMA: u16 = 1 << 4;
+pub const REQ_ATOMIC: u16 = 1 << 5;
+pub const REQ_READ_NACK: u16 = 1 << 13;
+pub const CONNID_HDR: u16 = 1 << 15;
+/// CTS flag: the CTS of an emulated read (requester → responder).
+pub const CTS_READ_REQ: u16 = 1 << 7;
+
+// Handshake extra-info feature bits (efa-reference §2).
+pub const EXTRA_RDMA_READ: u64 = 1 << 0;
+pub const EXTRA_DELIVERY_COMPLETE: u64 = 1 << 1;
+pub const EXTRA_CONSTANT_HEADER_LENGTH: u64 = 1 << 2;
+pub const EXTRA_CONNID_HEADER: u64 = 1 << 3;
+pub const EXTRA_RUNT: u64 = 1 << 4;
+pub const EXTRA_RDMA_WRITE: u64 = 1 << 5;
+pub const EXTRA_READ_NACK: u64 = 1 << 6;
+/// This library: understands [`ERR`] packets.
+pub const EXTRA_ERROR_RESPONSE: u64 = 1 << 9;
+
+// Handshake optional-header flags.
+pub const HS_HOST_ID: u16 = 1 << 0;
+pub const HS_DEVICE_VERSION: u16 = 1 << 1;
+pub const HS_USER_RECV_QP: u16 = 1 << 2;
+
+/// Size of the raw-address optional header (u32 length + 32-byte address, padded to 8).
+pub const RAW_ADDR_HDR_LEN: usize = 40;
+/// Size of one `efa_rma_iov` / rma_ioc entry (addr, len-or-count, key).
+pub const RMA_IOV_LEN: usize = 24;
+/// Largest number of rma entries a request may carry.
+pub const MAX_RMA_IOV: usize = 4;
+
+fn rd16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn rd32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn rd64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+
+/// A little-endian writer over a packet buffer.
+pub struct Writer<'a> {
+    buf: &'a mut [u8],
+    pos: usize,
+}
+
+impl<'a> Writer<'a> {
+    pub fn new(buf: &'a mut [u8]) -> Writer<'a> {
+        Writer { buf, pos: 0 }
+    }
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.buf[self.pos] = v;
+        self.pos += 1;
+        self
+    }
+    pub fn u16(&mut self, v: u16) -> &mut Self {
+        self.buf[self.pos..self.pos + 2].copy_from_slice(&v.to_le_bytes());
+        self.pos += 2;
+        self
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.buf[self.pos..self.pos + 4].copy_from_slice(&v.to_le_bytes());
+        self.pos += 4;
+        self
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.buf[self.pos..self.pos + 8].copy_from_slice(&v.to_le_bytes());
+        self.pos += 8;
+        self
+    }
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.buf[self.pos..self.pos + b.len()].copy_from_slice(b);
+        self.pos += b.len();
+        self
+    }
+    pub fn base(&mut self, ty: u8, flags: u16) -> &mut Self {
+        self.u8(ty).u8(VERSION).u16(flags)
+    }
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+}
+
+/// An RMA target entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RmaIov {
+    pub addr: u64,
+    /// Bytes (RTW/RTR) or elements (RTA).
+    pub len: u64,
+    pub key: u64,
+}
+
+/// The mandatory-header fields of a REQ packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReqHdr {
+    pub msg_id: u32,
+    pub tag: u64,
+    pub msg_length: u64,
+    pub seg_offset: u64,
+    pub send_id: u32,
+    pub recv_id: u32,
+    pub credit_request: u32,
+    /// RTR: bytes the requester is ready to receive.
+    pub recv_length: u64,
+    pub rma_iov_count: u32,
+    pub datatype: u32,
+    pub atomic_op: u32,
+}
+
+/// Size of the mandatory header of REQ type `ty`.
+pub fn req_hdr_len(ty: u8) -> Option<usize> {
+    Some(match ty {
+        EAGER_MSGRTM => 8,
+        EAGER_TAGRTM => 16,
+        MEDIUM_MSGRTM => 24,
+        MEDIUM_TAGRTM => 32,
+        LONGCTS_MSGRTM | DC_LONGCTS_MSGRTM => 24,
+        LONGCTS_TAGRTM | DC_LONGCTS_TAGRTM => 32,
+        DC_EAGER_MSGRTM => 16,
+        DC_EAGER_TAGRTM => 24,
+        DC_MEDIUM_MSGRTM => 32,
+        DC_MEDIUM_TAGRTM => 40,
+        EAGER_RTW => 8,
+        DC_EAGER_RTW => 16,
+        LONGCTS_RTW | DC_LONGCTS_RTW => 24,
+        SHORT_RTR | LONGCTS_RTR => 24,
+        WRITE_RTA | FETCH_RTA | COMPARE_RTA | DC_WRITE_RTA => 24,
+        _ => return None,
+    })
+}
+
+pub fn is_req(ty: u8) -> bool {
+    req_hdr_len(ty).is_some()
+}
+
+pub fn is_tagged(ty: u8) -> bool {
+    matches!(
+        ty,
+        EAGER_TAGRTM
+            | MEDIUM_TAGRTM
+            | LONGCTS_TAGRTM
+            | DC_EAGER_TAGRTM
+            | DC_MEDIUM_TAGRTM
+            | DC_LONGCTS_TAGRTM
+    )
+}
+
+/// Messages and atomics share the per-peer msg_id order; RMA requests do not.
+pub fn is_ordered(ty: u8) -> bool {
+    matches!(
+        ty,
+        EAGER_MSGRTM
+            | EAGER_TAGRTM
+            | MEDIUM_MSGRTM
+            | MEDIUM_TAGRTM
+            | LONGCTS_MSGRTM
+            | LONGCTS_TAGRTM
+            | DC_EAGER_MSGRTM
+            | DC_EAGER_TAGRTM
+            | DC_MEDIUM_MSGRTM
+            | DC_MEDIUM_TAGRTM
+            | DC_LONGCTS_MSGRTM
+            | DC_LONGCTS_TAGRTM
+            | WRITE_RTA
+            | FETCH_RTA
+            | COMPARE_RTA
+            | DC_WRITE_RTA
+    )
+}
+
+/// Encodes a REQ packet's headers into `buf` and returns where application data starts.
+/// `raw_addr` and `connid` are mutually exclusive (the raw address carries the QKEY).
+#[allow(clippy::too_many_arguments)]
+pub fn write_req(
+    buf: &mut [u8],
+    ty: u8,
+    mut flags: u16,
+    h: &ReqHdr,
+    rma: &[RmaIov],
+    raw_addr: Option<&EfaAddr>,
+    cq_data: Option<u64>,
+    connid: Option<u32>,
+) -> usize {
+    if raw_addr.is_some() {
+        flags |= REQ_RAW_ADDR_HDR;
+    } else if connid.is_some() {
+        flags |= CONNID_HDR;
+    }
+    if cq_data.is_some() {
+        flags |= REQ_CQ_DATA_HDR;
+    }
+    let mut w = Writer::new(buf);
+    w.base(ty, flags);
+    match ty {
+        EAGER_MSGRTM | EAGER_TAGRTM => {
+            w.u32(h.msg_id);
+        }
+        MEDIUM_MSGRTM | MEDIUM_TAGRTM => {
+            w.u32(h.msg_id).u64(h.msg_length).u64(h.seg_offset);
+        }
+        LONGCTS_MSGRTM | LONGCTS_TAGRTM | DC_LONGCTS_MSGRTM | DC_LONGCTS_TAGRTM => {
+            w.u32(h.msg_id)
+                .u64(h.msg_length)
+                .u32(h.send_id)
+                .u32(h.credit_request);
+        }
+        DC_EAGER_MSGRTM | DC_EAGER_TAGRTM => {
+            w.u32(h.msg_id).u32(h.send_id).u32(0);
+        }
+        DC_MEDIUM_MSGRTM | DC_MEDIUM_TAGRTM => {
+            w.u32(h.msg_id)
+                .u32(h.send_id)
+                .u32(0)
+                .u64(h.msg_length)
+                .u64(h.seg_offset);
+        }
+        EAGER_RTW => {
+            w.u32(h.rma_iov_count);
+        }
+        DC_EAGER_RTW => {
+            w.u32(h.rma_iov_count).u32(h.send_id).u32(0);
+        }
+        LONGCTS_RTW | DC_LONGCTS_RTW => {
+            w.u32(h.rma_iov_count)
+                .u64(h.msg_length)
+                .u32(h.send_id)
+                .u32(h.credit_request);
+        }
+        SHORT_RTR | LONGCTS_RTR => {
+            w.u32(h.rma_iov_count)
+                .u64(h.msg_length)
+                .u32(h.recv_id)
+                .u32(h.recv_length as u32);
+        }
+        WRITE_RTA | FETCH_RTA | COMPARE_RTA | DC_WRITE_RTA => {
+            w.u32(h.msg_id)
+                .u32(h.rma_iov_count)
+                .u32(h.datatype)
+                .u32(h.atomic_op)
+                .u32(match ty {
+                    FETCH_RTA | COMPARE_RTA => h.recv_id,
+                    DC_WRITE_RTA => h.send_id,
+                    _ => 0,
+                });
+        }
+        _ => {}
+    }
+    if is_tagged(ty) {
+        w.u64(h.tag);
+    }
+    for r in rma {
+        w.u64(r.addr).u64(r.len).u64(r.key);
+    }
+    if let Some(a) = raw_addr {
+        w.u32((RAW_ADDR_HDR_LEN - 4) as u32)
+            .bytes(&a.to_bytes())
+            .bytes(&[0u8; RAW_ADDR_HDR_LEN - 4 - EFA_ADDR_LEN]);
+    }
+    if let Some(d) = cq_data {
+        w.u64(d);
+    }
+    if let (None, Some(c)) = (raw_addr, connid) {
+        w.u32(c);
+    }
+    w.pos()
+}
+
+/// Header bytes a REQ of type `ty` needs with these options (data excluded).
+pub fn req_len(ty: u8, rma_count: usize, raw_addr: bool, cq_data: bool, connid: bool) -> usize {
+    req_hdr_len(ty).unwrap_or(0)
+        + rma_count * RMA_IOV_LEN
+        + if raw_addr { RAW_ADDR_HDR_LEN } else { 0 }
+        + if cq_data { 8 } else { 0 }
+        + if connid && !raw_addr { 4 } else { 0 }
+}
+
+/// A parsed REQ packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Req {
+    pub ty: u8,
+    pub flags: u16,
+    pub hdr: ReqHdr,
+    pub rma: Vec<RmaIov>,
+    pub raw_addr: Option<EfaAddr>,
+    pub cq_data: Option<u64>,
+    pub connid: Option<u32>,
+    /// Where application data starts in the packet.
+    pub data_off: usize,
+}
+
+/// A parsed non-REQ packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ctrl {
+    Cts {
+        connid: u32,
+        send_id: u32,
+        recv_id: u32,
+        recv_length: u64,
+    },
+    /// `data_off` is where the segment's bytes start.
+    CtsData {
+        recv_id: u32,
+        seg_length: u64,
+        seg_offset: u64,
+        connid: Option<u32>,
+        data_off: usize,
+    },
+    ReadRsp {
+        connid: u32,
+        recv_id: u32,
+        send_id: u32,
+        seg_length: u64,
+        data_off: usize,
+    },
+    Eor {
+        send_id: u32,
+        recv_id: u32,
+    },
+    AtomRsp {
+        recv_id: u32,
+        seg_length: u64,
+        data_off: usize,
+    },
+    Handshake {
+        extra_info: u64,
+        connid: Option<u32>,
+        host_id: Option<u64>,
+        device_version: Option<u32>,
+    },
+    Receipt {
+        tx_id: u32,
+        msg_id: u32,
+    },
+    ReadNack {
+        send_id: u32,
+        recv_id: u32,
+    },
+    Err {
+        tx_id: u32,
+        status: u32,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pkt {
+    Req(Req),
+    Ctrl(Ctrl),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParseError {
+    Truncated,
+    Version,
+    UnknownType(u8),
+    BadField,
+}
+
+/// Parses a packet. Never panics, whatever the bytes.
+pub fn parse(b: &[u8]) -> Result<Pkt, ParseError> {
+    if b.len() < 4 {
+        return Err(ParseError::Truncated);
+    }
+    let (ty, ver, flags) = (b[0], b[1], rd16(b, 2));
+    if ver != VERSION {
+        return Err(ParseError::Version);
+    }
+    let need = |n: usize| {
+        if b.len() < n {
+            Err(ParseError::Truncated)
+        } else {
+            Ok(())
+        }
+    };
+    if let Some(hlen) = req_hdr_len(ty) {
+        need(hlen)?;
+        let mut h = ReqHdr::default();
+        match ty {
+            EAGER_MSGRTM | EAGER_TAGRTM => h.msg_id = rd32(b, 4),
+            MEDIUM_MSGRTM | MEDIUM_TAGRTM => {
+                h.msg_id = rd32(b, 4);
+                h.msg_length = rd64(b, 8);
+                h.seg_offset = rd64(b, 16);
+            }
+            LONGCTS_MSGRTM | LONGCTS_TAGRTM | DC_LONGCTS_MSGRTM | DC_LONGCTS_TAGRTM => {
+                h.msg_id = rd32(b, 4);
+                h.msg_length = rd64(b, 8);
+                h.send_id = rd32(b, 16);
+                h.credit_request = rd32(b, 20);
+            }
+            DC_EAGER_MSGRTM | DC_EAGER_TAGRTM => {
+                h.msg_id = rd32(b, 4);
+                h.send_id = rd32(b, 8);
+            }
+            DC_MEDIUM_MSGRTM | DC_MEDIUM_TAGRTM => {
+                h.msg_id = rd32(b, 4);
+                h.send_id = rd32(b, 8);
+                h.msg_length = rd64(b, 16);
+                h.seg_offset = rd64(b, 24);
+            }
+            EAGER_RTW => h.rma_iov_count = rd32(b, 4),
+            DC_EAGER_RTW => {
+                h.rma_iov_count = rd32(b, 4);
+                h.send_id = rd32(b, 8);
+            }
+            LONGCTS_RTW | DC_LONGCTS_RTW => {
+                h.rma_iov_count = rd32(b, 4);
+                h.msg_length = rd64(b, 8);
+                h.send_id = rd32(b, 16);
+                h.credit_request = rd32(b, 20);
+            }
+            SHORT_RTR | LONGCTS_RTR => {
+                h.rma_iov_count = rd32(b, 4);
+                h.msg_length = rd64(b, 8);
+                h.recv_id = rd32(b, 16);
+                h.recv_length = u64::from(rd32(b, 20));
+            }
+            _ => {
+                // RTA
+                h.msg_id = rd32(b, 4);
+                h.rma_iov_count = rd32(b, 8);
+                h.datatype = rd32(b, 12);
+                h.atomic_op = rd32(b, 16);
+                match ty {
+                    FETCH_RTA | COMPARE_RTA => h.recv_id = rd32(b, 20),
+                    DC_WRITE_RTA => h.send_id = rd32(b, 20),
+                    _ => {}
+                }
+            }
+        }
+        if is_tagged(ty) {
+            h.tag = rd64(b, hlen - 8);
+        }
+        let mut off = hlen;
+        let count = h.rma_iov_count as usize;
+        if count > MAX_RMA_IOV {
+            return Err(ParseError::BadField);
+        }
+        need(off + count * RMA_IOV_LEN)?;
+        let rma = (0..count)
+            .map(|i| {
+                let o = off + i * RMA_IOV_LEN;
+                RmaIov {
+                    addr: rd64(b, o),
+                    len: rd64(b, o + 8),
+                    key: rd64(b, o + 16),
+                }
+            })
+            .collect();
+        off += count * RMA_IOV_LEN;
+        let mut raw_addr = None;
+        if flags & REQ_RAW_ADDR_HDR != 0 {
+            need(off + 4)?;
+            let alen = rd32(b, off) as usize;
+            // Old peers used other sizes: honour the length, but it must hold an address.
+            if !(EFA_ADDR_LEN..=256).contains(&alen) {
+                return Err(ParseError::BadField);
+            }
+            need(off + 4 + alen)?;
+            raw_addr = EfaAddr::from_bytes(&b[off + 4..off + 4 + EFA_ADDR_LEN]);
+            off += (4 + alen).div_ceil(8) * 8;
+            need(off)?;
+        }
+        let mut cq_data = None;
+        if flags & REQ_CQ_DATA_HDR != 0 {
+            need(off + 8)?;
+            cq_data = Some(rd64(b, off));
+            off += 8;
+        }
+        let mut connid = None;
+        if flags & CONNID_HDR != 0 && flags & REQ_RAW_ADDR_HDR == 0 {
+            need(off + 4)?;
+            connid = Some(rd32(b, off));
+            off += 4;
+        }
+        return Ok(Pkt::Req(Req {
+            ty,
+            flags,
+            hdr: h,
+            rma,
+            raw_addr,
+            cq_data,
+            connid,
+            data_off: off,
+        }));
+    }
+    let ctrl = match ty {
+        CTS => {
+            need(24)?;
+            Ctrl::Cts {
+                connid: rd32(b, 4),
+                send_id: rd32(b, 8),
+                recv_id: rd32(b, 12),
+                recv_length: rd64(b, 16),
+            }
+        }
+        CTSDATA => {
+            need(24)?;
+            let (connid, data_off) = if flags & CONNID_HDR != 0 {
+                need(32)?;
+                (Some(rd32(b, 24)), 32)
+            } else {
+                (None, 24)
+            };
+            let seg_length = rd64(b, 8);
+            if (data_off as u64)
+                .checked_add(seg_length)
+                .is_none_or(|e| e > b.len() as u64)
+            {
+                return Err(ParseError::Truncated);
+            }
+            Ctrl::CtsData {
+                recv_id: rd32(b, 4),
+                seg_length,
+                seg_offset: rd64(b, 16),
+                connid,
+                data_off,
+            }
+        }
+        READRSP => {
+            need(24)?;
+            let seg_length = rd64(b, 16);
+            if 24u64
+                .checked_add(seg_length)
+                .is_none_or(|e| e > b.len() as u64)
+            {
+                return Err(ParseError::Truncated);
+            }
+            Ctrl::ReadRsp {
+                connid: rd32(b, 4),
+                recv_id: rd32(b, 8),
+                send_id: rd32(b, 12),
+                seg_length,
+                data_off: 24,
+            }
+        }
+        EOR => {
+            need(16)?;
+            Ctrl::Eor {
+                send_id: rd32(b, 4),
+                recv_id: rd32(b, 8),
+            }
+        }
+        ATOMRSP => {
+            need(24)?;
+            let seg_length = rd64(b, 16);
+            if 24u64
+                .checked_add(seg_length)
+                .is_none_or(|e| e > b.len() as u64)
+            {
+                return Err(ParseError::Truncated);
+            }
+            Ctrl::AtomRsp {
+                recv_id: rd32(b, 12),
+                seg_length,
+                data_off: 24,
+            }
+        }
+        HANDSHAKE => {
+            need(8)?;
+            let nextra = rd32(b, 4).checked_sub(3).ok_or(ParseError::BadField)? as usize;
+            if nextra > 64 {
+                return Err(ParseError::BadField);
+            }
+            need(8 + nextra * 8)?;
+            let extra_info = if nextra > 0 { rd64(b, 8) } else { 0 };
+            let mut off = 8 + nextra * 8;
+            let mut opt = |present: bool| -> Result<Option<u64>, ParseError> {
+                if !present {
+                    return Ok(None);
+                }
+                need(off + 8)?;
+                let v = rd64(b, off);
+                off += 8;
+                Ok(Some(v))
+            };
+            // Optional fields in fixed order: connid, host id, device version, user recv QP.
+            let connid = opt(flags & CONNID_HDR != 0)?.map(|v| v as u32);
+            let host_id = opt(flags & HS_HOST_ID != 0)?;
+            let device_version = opt(flags & HS_DEVICE_VERSION != 0)?.map(|v| v as u32);
+            opt(flags & HS_USER_RECV_QP != 0)?;
+            Ctrl::Handshake {
+                extra_info,
+                connid,
+                host_id,
+                device_version,
+            }
+        }
+        RECEIPT => {
+            need(16)?;
+            Ctrl::Receipt {
+                tx_id: rd32(b, 4),
+                msg_id: rd32(b, 8),
+            }
+        }
+        READ_NACK => {
+            need(16)?;
+            Ctrl::ReadNack {
+                send_id: rd32(b, 4),
+                recv_id: rd32(b, 8),
+            }
+        }
+        ERR => {
+            need(16)?;
+            Ctrl::Err {
+                tx_id: rd32(b, 4),
+                status: rd32(b, 8),
+            }
+        }
+        t => return Err(ParseError::UnknownType(t)),
+    };
+    Ok(Pkt::Ctrl(ctrl))
+}
+
+/// CTS: {connid|pad, send_id, recv_id, recv_length}.
+pub fn write_cts(
+    buf: &mut [u8],
+    read_req: bool,
+    connid: u32,
+    send_id: u32,
+    recv_id: u32,
+    recv_length: u64,
+) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(CTS, CONNID_HDR | if read_req { CTS_READ_REQ } else { 0 })
+        .u32(connid)
+        .u32(send_id)
+        .u32(recv_id)
+        .u64(recv_length);
+    w.pos()
+}
+
+/// CTSDATA header with the connid option: returns where data starts (32).
+pub fn write_ctsdata(
+    buf: &mut [u8],
+    recv_id: u32,
+    seg_length: u64,
+    seg_offset: u64,
+    connid: u32,
+) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(CTSDATA, CONNID_HDR)
+        .u32(recv_id)
+        .u64(seg_length)
+        .u64(seg_offset)
+        .u32(connid)
+        .u32(0);
+    w.pos()
+}
+
+/// READRSP header (code order: connid, recv_id, send_id, seg_length): data at 24.
+pub fn write_readrsp(
+    buf: &mut [u8],
+    connid: u32,
+    recv_id: u32,
+    send_id: u32,
+    seg_length: u64,
+) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(READRSP, CONNID_HDR)
+        .u32(connid)
+        .u32(recv_id)
+        .u32(send_id)
+        .u64(seg_length);
+    w.pos()
+}
+
+/// ATOMRSP header {connid, reserved, recv_id, seg_length}: data at 24.
+pub fn write_atomrsp(buf: &mut [u8], connid: u32, recv_id: u32, seg_length: u64) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(ATOMRSP, CONNID_HDR)
+        .u32(connid)
+        .u32(0)
+        .u32(recv_id)
+        .u64(seg_length);
+    w.pos()
+}
+
+/// RECEIPT {tx_id, msg_id, connid}.
+pub fn write_receipt(buf: &mut [u8], tx_id: u32, msg_id: u32, connid: u32) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(RECEIPT, CONNID_HDR)
+        .u32(tx_id)
+        .u32(msg_id)
+        .u32(connid);
+    w.pos()
+}
+
+/// ERR {tx_id, status, connid}.
+pub fn write_err(buf: &mut [u8], tx_id: u32, status: u32, connid: u32) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(ERR, CONNID_HDR).u32(tx_id).u32(status).u32(connid);
+    w.pos()
+}
+
+/// HANDSHAKE with one extra-info word, the connid and device-version options.
+pub fn write_handshake(buf: &mut [u8], extra_info: u64, connid: u32, device_version: u32) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(HANDSHAKE, CONNID_HDR | HS_DEVICE_VERSION)
+        .u32(1 + 3)
+        .u64(extra_info)
+        .u32(connid)
+        .u32(0)
+        .u32(device_version)
+        .u32(0);
+    w.pos()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn header_sizes_match_the_protocol() {
+        let h = ReqHdr {
+            msg_id: 7,
+            tag: 0xabc,
+            msg_length: 99,
+            seg_offset: 5,
+            send_id: 3,
+            credit_request: 32,
+            ..Default::default()
+        };
+        for (ty, size) in [
+            (EAGER_MSGRTM, 8),
+            (EAGER_TAGRTM, 16),
+            (MEDIUM_MSGRTM, 24),
+            (MEDIUM_TAGRTM, 32),
+            (LONGCTS_MSGRTM, 24),
+            (LONGCTS_TAGRTM, 32),
+            (DC_EAGER_MSGRTM, 16),
+            (DC_EAGER_TAGRTM, 24),
+            (DC_MEDIUM_MSGRTM, 32),
+            (DC_MEDIUM_TAGRTM, 40),
+            (EAGER_RTW, 8),
+            (DC_EAGER_RTW, 16),
+            (LONGCTS_RTW, 24),
+            (SHORT_RTR, 24),
+            (WRITE_RTA, 24),
+        ] {
+            let mut b = [0u8; 256];
+            assert_eq!(
+                write_req(&mut b, ty, 0, &h, &[], None, None, None),
+                size,
+                "type {ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn requests_round_trip_with_options() {
+        let addr = EfaAddr {
+            gid: [1; 16],
+            qpn: 9,
+            qkey: 77,
+        };
+        let h = ReqHdr {
+            msg_id: 1,
+            tag: 0xfeed,
+            msg_length: 1 << 20,
+            send_id: 4,
+            credit_request: 32,
+            ..Default::default()
+        };
+        let rma = [RmaIov {
+            addr: 1,
+            len: 2,
+            key: 3,
+        }];
+        let mut b = [0u8; 512];
+        for (raw, cq, conn) in [
+            (Some(&addr), Some(5u64), None),
+            (None, None, Some(42u32)),
+            (None, Some(6), Some(43)),
+        ] {
+            let n = write_req(&mut b, LONGCTS_TAGRTM, REQ_TAGGED, &h, &[], raw, cq, conn);
+            assert_eq!(
+                n,
+                req_len(
+                    LONGCTS_TAGRTM,
+                    0,
+                    raw.is_some(),
+                    cq.is_some(),
+                    conn.is_some()
+                )
+            );
+            let Pkt::Req(r) = parse(&b[..n + 10]).unwrap() else {
+                panic!()
+            };
+            assert_eq!(
+                (r.hdr, r.raw_addr, r.cq_data, r.connid, r.data_off),
+                (h, raw.copied(), cq, conn, n)
+            );
+            let hr = ReqHdr {
+                rma_iov_count: 1,
+                datatype: 7,
+                atomic_op: 2,
+                recv_id: 11,
+                msg_id: 3,
+                ..Default::default()
+            };
+            let n = write_req(&mut b, FETCH_RTA, REQ_ATOMIC, &hr, &rma, raw, cq, conn);
+            let Pkt::Req(r) = parse(&b[..n]).unwrap() else {
+                panic!()
+            };
+            assert_eq!((r.hdr, r.rma.as_slice()), (hr, &rma[..]));
+        }
+    }
+
+    #[test]
+    fn control_packets_round_trip() {
+        let mut b = [0u8; 64];
+        let n = write_cts(&mut b, true, 1, 2, 3, 4);
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::Cts {
+                connid: 1,
+                send_id: 2,
+                recv_id: 3,
+                recv_length: 4
+            })
+        );
+        let n = write_ctsdata(&mut b, 5, 3, 100, 9);
+        assert_eq!(n, 32);
+        assert!(
+            parse(&b[..n + 2]).is_err(),
+            "declared data longer than the packet"
+        );
+        assert_eq!(
+            parse(&b[..n + 3]).unwrap(),
+            Pkt::Ctrl(Ctrl::CtsData {
+                recv_id: 5,
+                seg_length: 3,
+                seg_offset: 100,
+                connid: Some(9),
+                data_off: 32
+            })
+        );
+        let n = write_readrsp(&mut b, 1, 2, 3, 0);
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::ReadRsp {
+                connid: 1,
+                recv_id: 2,
+                send_id: 3,
+                seg_length: 0,
+                data_off: 24
+            })
+        );
+        let n = write_handshake(&mut b, 0x5a, 7, 0xefa0);
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::Handshake {
+                extra_info: 0x5a,
+                connid: Some(7),
+                host_id: None,
+                device_version: Some(0xefa0)
+            })
+        );
+        let n = write_receipt(&mut b, 8, 9, 1);
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::Receipt {
+                tx_id: 8,
+                msg_id: 9
+            })
+        );
+        let n = write_err(&mut b, 8, 13, 1);
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::Err {
+                tx_id: 8,
+                status: 13
+            })
+        );
+        assert_eq!(parse(&[99, 4, 0, 0]), Err(ParseError::UnknownType(99)));
+        assert_eq!(parse(&[64, 3, 0, 0, 0, 0, 0, 0]), Err(ParseError::Version));
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = parse(&bytes);
+        }
+
+        #[test]
+        fn parse_never_panics_on_plausible_headers(ty in prop::sample::select(vec![3u8, 4, 5, 7, 8, 9, 10, 11, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 133, 134, 135, 136, 137, 138, 139, 140, 141, 200]),
+                                                    flags in any::<u16>(), rest in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut b = vec![ty, VERSION];
+            b.extend_from_slice(&flags.to_le_bytes());
+            b.extend(rest);
+            if let Ok(Pkt::Req(r)) = parse(&b) {
+                prop_assert!(r.data_off <= b.len());
+            }
+            if let Ok(Pkt::Ctrl(Ctrl::CtsData { data_off, seg_length, .. })) = parse(&b) {
+                prop_assert!(data_off as u64 + seg_length <= b.len() as u64);
+            }
+        }
+    }
+}
