@@ -197,7 +197,14 @@ impl<U> RxQueue<U> {
             .iter()
             .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, tagged, directed));
         match found.and_then(|i| unexp.remove(i)) {
-            Some(u) => PostOutcome::Matched(Box::new((recv, u))),
+            Some(u) => {
+                // A multi-receive buffer stays posted for the messages after this one; the
+                // provider accounts for the space with `consume_multi`.
+                if recv.flags & FI_MULTI_RECV != 0 && !tagged {
+                    self.msg.push_back(recv.clone());
+                }
+                PostOutcome::Matched(Box::new((recv, u)))
+            }
             None => {
                 if tagged {
                     self.tagged.push_back(recv)
@@ -225,6 +232,23 @@ impl<U> RxQueue<U> {
             return Some(q[i].clone());
         }
         q.remove(i)
+    }
+
+    /// The next unexpected message for the still-posted multi-receive buffer `context` (after
+    /// [`RxQueue::post`] matched one), with the buffer as it is now.
+    pub fn rematch_multi(&mut self, context: usize) -> Option<Box<(Recv, Unexpected<U>)>> {
+        let directed = self.directed;
+        let r = self
+            .msg
+            .iter()
+            .find(|r| r.context == context && r.flags & FI_MULTI_RECV != 0)?
+            .clone();
+        let i = self
+            .msg_unexp
+            .iter()
+            .position(|u| u.claimed_by.is_none() && r.matches(u.src, u.tag, false, directed))?;
+        let u = self.msg_unexp.remove(i)?;
+        Some(Box::new((r, u)))
     }
 
     /// Records that `len` bytes of the multi-receive buffer posted with `context` were used.
