@@ -8,7 +8,7 @@ use crate::util::Provider;
 
 /// Every provider, in upstream's default order (efa before shm).
 pub fn registry() -> &'static [&'static dyn Provider] {
-    static REGISTRY: [&dyn Provider; 1] = [&shm::SHM];
+    static REGISTRY: [&dyn Provider; 2] = [&efa::EFA, &shm::SHM];
     &REGISTRY
 }
 

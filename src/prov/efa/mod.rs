@@ -1,5 +1,636 @@
-//! The efa provider: EFA's RDM protocol (v4) over a device layer.
+//! The efa provider (fi_efa(7)): EFA's RDM protocol (v4) over a device layer, and the DGRAM
+//! endpoint straight on the device.
+//!
+//! Devices are the software SRD over UDP ([`device::udp`]), one per usable interface, named
+//! `srd_<interface>`; `fi_getinfo` lists, per device, an RDM entry (domain `<dev>-rdm`) and a
+//! DGRAM entry (`<dev>-dgrm`), as upstream does for each EFA NIC (efa-reference §10). Upstream's
+//! third entry, `efa-direct`, needs device RDMA and is not offered: the software device has none.
 
 pub mod device;
+pub mod dgram;
 pub mod rdm;
 pub mod srd;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::abi::consts::*;
+use crate::core::info::{
+    BusAttr, DeviceAttr, DomainAttr, EpAttr, FabricAttr, Info, LinkAttr, Nic, RxAttr, TxAttr,
+};
+use crate::core::params::{knob_bool, knob_int, knob_size, knob_str};
+use crate::core::provider::InfoProvider;
+use crate::core::{Errno, Result};
+use crate::util::av::{AddrCodec, Av, AvAttr};
+use crate::util::ep::AtomicKind;
+use crate::util::mr::{Mr, MrMap, MrRequest};
+use crate::util::provider::AtomicAttr;
+use crate::util::{Domain, Endpoint, Fabric, Provider};
+use device::udp::{DeviceConfig, UdpDevice, UdpDeviceInfo};
+use device::{EFA_ADDR_LEN, EfaAddr};
+
+pub const PROV_NAME: &str = "efa";
+pub const PROV_VERSION: u32 = fi_version(206, 0);
+/// Largest `fi_inject` payload (efa-reference §10: capped at 4096).
+pub const INJECT_SIZE: usize = 4096;
+/// The largest REQ header: base 24 + raw address 40 + CQ data 8 + 4 RMA iovs (§10).
+const MAX_REQ_HDR: usize = 168;
+const RDM_CAPS: u64 = FI_MSG
+    | FI_TAGGED
+    | FI_RMA
+    | FI_ATOMIC
+    | FI_READ
+    | FI_WRITE
+    | FI_SEND
+    | FI_RECV
+    | FI_REMOTE_READ
+    | FI_REMOTE_WRITE
+    | FI_SOURCE
+    | FI_MULTI_RECV
+    | FI_DIRECTED_RECV
+    | FI_LOCAL_COMM
+    | FI_REMOTE_COMM;
+const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+
+/// Provider parameters (efa-reference §9), read when a domain opens.
+#[derive(Debug, Clone)]
+pub struct Knobs {
+    pub tx_size: usize,
+    pub rx_size: usize,
+    pub max_medium: usize,
+    pub tx_min_credits: usize,
+    pub recvwin: usize,
+    pub timeout_interval_us: u64,
+    pub max_timeout_us: u64,
+}
+
+impl Knobs {
+    pub fn load() -> Knobs {
+        let p = PROV_NAME;
+        let nz = |v: usize, d: usize| if v == 0 { d } else { v };
+        Knobs {
+            tx_size: nz(
+                knob_size(p, "tx_size", "RDM transmit context size (0: device)", 0),
+                TX_SIZE,
+            ),
+            rx_size: nz(
+                knob_size(p, "rx_size", "RDM receive context size (0: device)", 0),
+                RX_SIZE,
+            ),
+            max_medium: knob_size(
+                p,
+                "inter_max_medium_message_size",
+                "Largest message sent with the medium protocol",
+                65536,
+            ),
+            tx_min_credits: knob_size(
+                p,
+                "tx_min_credits",
+                "Packets a long-CTS sender asks for, and a CTS window in packets",
+                32,
+            )
+            .max(1),
+            recvwin: knob_size(
+                p,
+                "recvwin_size",
+                "Reorder window per peer, in messages",
+                16384,
+            )
+            .max(16),
+            timeout_interval_us: knob_int(
+                p,
+                "timeout_interval",
+                "First RNR back-off in microseconds (0: random 40-120)",
+                0,
+            )
+            .max(0) as u64,
+            max_timeout_us: knob_int(
+                p,
+                "max_timeout",
+                "Longest RNR back-off in microseconds",
+                1_000_000,
+            )
+            .clamp(1, i64::from(i32::MAX / 2)) as u64,
+        }
+    }
+}
+
+pub const TX_SIZE: usize = 4096;
+pub const RX_SIZE: usize = 8192;
+
+/// Device selection and settings (`FI_EFA_IFACE`, `FI_EFA_MTU_SIZE`, RNR parameters).
+fn devices() -> Vec<UdpDeviceInfo> {
+    let iface = knob_str(
+        PROV_NAME,
+        "iface",
+        "Comma-separated interfaces (or srd_<if>) to use",
+    );
+    let mtu = knob_size(
+        PROV_NAME,
+        "mtu_size",
+        "Largest packet payload (0: the interface's)",
+        0,
+    );
+    device::udp::discover(iface.as_deref(), (mtu > 0).then_some(mtu))
+}
+
+/// Largest atomic operand in bytes: operand and compare data share one packet (§5).
+pub fn max_atomic_bytes(mtu: usize) -> usize {
+    mtu.saturating_sub(MAX_REQ_HDR + 4) / 2
+}
+
+/// Largest element count of one atomic call (fi_atomicvalid(3)).
+pub fn atomic_count(kind: AtomicKind, datatype: u32, op: u32, mtu: usize) -> Result<usize> {
+    if !crate::util::atomic::valid(kind, datatype, op) {
+        return Err(Errno::OPNOTSUPP);
+    }
+    let size = crate::util::atomic::datatype_size(datatype).ok_or(Errno::OPNOTSUPP)?;
+    Ok(max_atomic_bytes(mtu) / size)
+}
+
+/// `fi_cq_strerror` text for efa's provider error numbers (EFA completion statuses and the
+/// provider's own 4096+ codes, efa-reference §6).
+pub fn prov_strerror(prov_errno: i32) -> Option<&'static str> {
+    Some(match prov_errno {
+        3 => "Message too long for the device (local length error)",
+        10 => "Receiver not ready (RNR retries exhausted)",
+        13 => "Unresponsive remote: the peer stopped answering",
+        15 => "Remote unreachable",
+        4097 => "Remote refused the access (bad key, bounds or permissions)",
+        4098 => "Packet from an unknown or spoofed sender",
+        _ => return None,
+    })
+}
+
+/// Provider error number for a remote refusal.
+pub const PROV_ERR_REMOTE_ACCESS: i32 = 4097;
+
+/// `FI_ADDR_EFA` addresses: 32 raw bytes.
+pub struct EfaAddrCodec;
+
+impl AddrCodec for EfaAddrCodec {
+    fn addr_format(&self) -> u32 {
+        FI_ADDR_EFA
+    }
+    fn addrlen(&self) -> Option<usize> {
+        Some(EFA_ADDR_LEN)
+    }
+    fn canonical(&self, addr: &[u8]) -> Result<Vec<u8>> {
+        let a = EfaAddr::from_bytes(addr).ok_or(Errno::INVAL)?;
+        Ok(a.to_bytes().to_vec())
+    }
+    fn straddr(&self, addr: &[u8]) -> String {
+        EfaAddr::from_bytes(addr).map_or_else(String::new, |a| a.straddr())
+    }
+    fn resolve(&self, node: &str, service: &str) -> Result<Vec<u8>> {
+        Ok(parse_node(Some(node), Some(service))?.to_bytes().to_vec())
+    }
+}
+
+/// `node` (an IP address or GID text) and `service` (a QPN) as an address.
+fn parse_node(node: Option<&str>, service: Option<&str>) -> Result<EfaAddr> {
+    let mut a = EfaAddr::default();
+    if let Some(n) = node {
+        let ip: IpAddr = n
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse()
+            .map_err(|_| Errno::INVAL)?;
+        a.gid = EfaAddr::gid_of(ip);
+    }
+    if let Some(s) = service {
+        a.qpn = s.parse().map_err(|_| Errno::INVAL)?;
+    }
+    Ok(a)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Rdm,
+    Dgram,
+}
+
+impl Kind {
+    fn suffix(self) -> &'static str {
+        match self {
+            Kind::Rdm => "-rdm",
+            Kind::Dgram => "-dgrm",
+        }
+    }
+}
+
+fn nic(dev: &UdpDeviceInfo) -> Nic {
+    Nic {
+        device: Some(DeviceAttr {
+            name: Some(dev.name.clone()),
+            device_id: Some("0xefa0".into()),
+            device_version: Some("0".into()),
+            vendor_id: Some("0x1d0f".into()),
+            driver: Some("srd-udp".into()),
+            firmware: Some(env!("CARGO_PKG_VERSION").into()),
+        }),
+        bus: Some(BusAttr {
+            // FI_BUS_UNKNOWN: the software device sits on no bus.
+            bus_type: 0,
+            ..Default::default()
+        }),
+        link: Some(LinkAttr {
+            address: Some(format!(
+                "EFA-{}",
+                EfaAddr {
+                    gid: EfaAddr::gid_of(dev.iface.addr),
+                    ..Default::default()
+                }
+                .gid_text()
+            )),
+            mtu: dev.mtu,
+            speed: 0,
+            state: FI_LINK_UP,
+            network_type: Some("Ethernet".into()),
+        }),
+    }
+}
+
+fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
+    let rdm = kind == Kind::Rdm;
+    let caps = if rdm { RDM_CAPS } else { DGRAM_CAPS };
+    let order = if rdm {
+        FI_ORDER_SAS
+            | FI_ORDER_ATOMIC_RAR
+            | FI_ORDER_ATOMIC_RAW
+            | FI_ORDER_ATOMIC_WAR
+            | FI_ORDER_ATOMIC_WAW
+    } else {
+        0
+    };
+    let inject = if rdm {
+        dev.mtu.saturating_sub(MAX_REQ_HDR).min(INJECT_SIZE)
+    } else {
+        0
+    };
+    let src = EfaAddr {
+        gid: EfaAddr::gid_of(dev.iface.addr),
+        ..Default::default()
+    };
+    let atomic = max_atomic_bytes(dev.mtu);
+    Info {
+        caps,
+        mode: 0,
+        addr_format: FI_ADDR_EFA,
+        src_addr: Some(src.to_bytes().to_vec()),
+        tx_attr: TxAttr {
+            caps: caps
+                & !(FI_RECV
+                    | FI_REMOTE_READ
+                    | FI_REMOTE_WRITE
+                    | FI_SOURCE
+                    | FI_MULTI_RECV
+                    | FI_DIRECTED_RECV),
+            op_flags: if rdm {
+                FI_INJECT | FI_COMPLETION | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE
+            } else {
+                FI_TRANSMIT_COMPLETE
+            },
+            msg_order: order,
+            inject_size: inject,
+            size: if rdm { TX_SIZE } else { 1024 },
+            iov_limit: if rdm { 4 } else { 1 },
+            rma_iov_limit: if rdm { 1 } else { 0 },
+            ..Default::default()
+        },
+        rx_attr: RxAttr {
+            caps: caps & !(FI_SEND | FI_READ | FI_WRITE),
+            op_flags: if rdm {
+                FI_COMPLETION | FI_MULTI_RECV
+            } else {
+                0
+            },
+            msg_order: order,
+            size: if rdm { RX_SIZE } else { 1024 },
+            iov_limit: if rdm { 4 } else { 1 },
+            ..Default::default()
+        },
+        ep_attr: EpAttr {
+            type_: if rdm { FI_EP_RDM } else { FI_EP_DGRAM },
+            protocol: FI_PROTO_EFA,
+            protocol_version: if rdm { 4 } else { 1 },
+            max_msg_size: if rdm { u64::MAX as usize } else { dev.mtu },
+            max_order_raw_size: if rdm { atomic } else { 0 },
+            max_order_war_size: if rdm { atomic } else { 0 },
+            max_order_waw_size: if rdm { atomic } else { 0 },
+            mem_tag_format: if rdm { 0xAAAA_AAAA_AAAA_AAAA } else { 0 },
+            tx_ctx_cnt: 1,
+            rx_ctx_cnt: 1,
+            ..Default::default()
+        },
+        domain_attr: DomainAttr {
+            name: Some(format!("{}{}", dev.name, kind.suffix())),
+            threading: if rdm {
+                FI_THREAD_SAFE
+            } else {
+                FI_THREAD_DOMAIN
+            },
+            control_progress: FI_PROGRESS_AUTO,
+            progress: if rdm {
+                FI_PROGRESS_MANUAL
+            } else {
+                FI_PROGRESS_AUTO
+            },
+            resource_mgmt: if rdm { FI_RM_ENABLED } else { FI_RM_DISABLED },
+            av_type: if rdm { FI_AV_TABLE } else { FI_AV_UNSPEC },
+            mr_mode: (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32,
+            mr_key_size: 4,
+            cq_data_size: if rdm { 4 } else { 0 },
+            cq_cnt: 1 << 10,
+            ep_cnt: 1 << 10,
+            tx_ctx_cnt: 1 << 10,
+            rx_ctx_cnt: 1 << 10,
+            max_ep_tx_ctx: 1,
+            max_ep_rx_ctx: 1,
+            cntr_cnt: 1 << 10,
+            mr_iov_limit: 1,
+            mr_cnt: 1 << 16,
+            ..Default::default()
+        },
+        fabric_attr: FabricAttr {
+            name: Some(PROV_NAME.into()),
+            prov_name: Some(PROV_NAME.into()),
+            prov_version: PROV_VERSION,
+            ..Default::default()
+        },
+        nic: Some(nic(dev)),
+        ..Default::default()
+    }
+}
+
+pub struct EfaProvider;
+
+pub static EFA: EfaProvider = EfaProvider;
+
+impl InfoProvider for EfaProvider {
+    fn name(&self) -> &'static str {
+        PROV_NAME
+    }
+
+    fn version(&self) -> u32 {
+        PROV_VERSION
+    }
+
+    fn getinfo(
+        &self,
+        version: u32,
+        node: Option<&str>,
+        service: Option<&str>,
+        flags: u64,
+        hints: Option<&Info>,
+    ) -> Result<Vec<Info>> {
+        let devs = devices();
+        let mut all = Vec::new();
+        for d in &devs {
+            all.push(static_info(d, Kind::Rdm));
+            all.push(static_info(d, Kind::Dgram));
+        }
+        if all.is_empty() {
+            return Err(Errno::NODATA);
+        }
+        let named = if node.is_some() || service.is_some() {
+            Some(parse_node(node, service)?)
+        } else {
+            None
+        };
+        // FI_SOURCE with a node: only the device that owns that address (efa-reference §10).
+        if flags & FI_SOURCE != 0
+            && let Some(a) = named.filter(|_| node.is_some())
+        {
+            all.retain(|i| i.src_addr.as_deref().map(|s| &s[..16]) == Some(&a.gid[..]));
+            if all.is_empty() {
+                return Err(Errno::NODATA);
+            }
+        }
+        let mut list = crate::core::getinfo::util_getinfo(&all, version, hints)?;
+        let hint_mr = hints.map_or(0, |h| h.domain_attr.mr_mode);
+        for i in &mut list {
+            if let Some(a) = named {
+                if flags & FI_SOURCE != 0 {
+                    if node.is_some() {
+                        i.src_addr = Some(a.to_bytes().to_vec());
+                    } else if let Some(s) = i.src_addr.as_mut() {
+                        s[16..18].copy_from_slice(&a.qpn.to_le_bytes());
+                    }
+                } else {
+                    i.dest_addr = Some(a.to_bytes().to_vec());
+                }
+            }
+            if let Some(h) = hints {
+                if let Some(s) = h.src_addr.clone() {
+                    i.src_addr = Some(s);
+                }
+                if i.dest_addr.is_none()
+                    && let Some(d) = h.dest_addr.clone()
+                {
+                    i.dest_addr = Some(d);
+                }
+            }
+            // FI_MR_LOCAL only when the application offers it (§10).
+            if hint_mr & FI_MR_LOCAL as i32 != 0 && i.domain_attr.mr_mode != 0 {
+                i.domain_attr.mr_mode |= FI_MR_LOCAL as i32;
+            }
+        }
+        Ok(list)
+    }
+}
+
+impl Provider for EfaProvider {
+    fn fabric(&self, attr: &FabricAttr) -> Result<Arc<dyn Fabric>> {
+        if attr.name.as_deref().is_some_and(|n| n != PROV_NAME) {
+            return Err(Errno::NODEV);
+        }
+        Ok(Arc::new(EfaFabric))
+    }
+}
+
+pub struct EfaFabric;
+
+impl Fabric for EfaFabric {
+    fn domain(&self, info: &Info) -> Result<Arc<dyn Domain>> {
+        let name = info.domain_attr.name.as_deref().ok_or(Errno::NODEV)?;
+        let (dev_name, kind) = if let Some(d) = name.strip_suffix("-rdm") {
+            (d, Kind::Rdm)
+        } else if let Some(d) = name.strip_suffix("-dgrm") {
+            (d, Kind::Dgram)
+        } else {
+            return Err(Errno::NODEV);
+        };
+        if info.ep_attr.type_ != 0
+            && info.ep_attr.type_
+                != if kind == Kind::Rdm {
+                    FI_EP_RDM
+                } else {
+                    FI_EP_DGRAM
+                }
+        {
+            return Err(Errno::INVAL);
+        }
+        let dev = devices()
+            .into_iter()
+            .find(|d| d.name == dev_name)
+            .ok_or(Errno::NODEV)?;
+        let mr_mode = info.domain_attr.mr_mode;
+        Ok(Arc::new_cyclic(|me| EfaDomain {
+            me: me.clone(),
+            dev,
+            rdm: kind == Kind::Rdm,
+            mr_map: MrMap::new(mr_mode, 4),
+            mr_mode,
+            knobs: Knobs::load(),
+        }))
+    }
+
+    fn name(&self) -> &str {
+        PROV_NAME
+    }
+}
+
+pub struct EfaDomain {
+    me: std::sync::Weak<EfaDomain>,
+    pub dev: UdpDeviceInfo,
+    rdm: bool,
+    pub mr_map: MrMap,
+    mr_mode: i32,
+    pub knobs: Knobs,
+}
+
+impl EfaDomain {
+    fn device_config(&self) -> DeviceConfig {
+        DeviceConfig {
+            timeout_interval_us: self.knobs.timeout_interval_us,
+            max_timeout_us: self.knobs.max_timeout_us,
+            ..DeviceConfig::default()
+        }
+    }
+
+    /// Opens a queue pair, on the port named by the info's source address if any.
+    fn open_device(&self, info: &Info) -> Result<UdpDevice> {
+        let port = info
+            .src_addr
+            .as_deref()
+            .and_then(EfaAddr::from_bytes)
+            .map_or(0, |a| a.qpn);
+        UdpDevice::open(&self.dev, port, &self.device_config())
+    }
+}
+
+impl Domain for EfaDomain {
+    fn endpoint(&self, info: &Info) -> Result<Arc<dyn Endpoint>> {
+        let me = self.me.upgrade().ok_or(Errno::OPBADSTATE)?;
+        let dev = Box::new(self.open_device(info)?);
+        let caps = if info.caps == 0 {
+            if self.rdm { RDM_CAPS } else { DGRAM_CAPS }
+        } else {
+            info.caps
+        };
+        if self.rdm {
+            if info.ep_attr.type_ != 0 && info.ep_attr.type_ != FI_EP_RDM {
+                return Err(Errno::INVAL);
+            }
+            Ok(rdm::RdmEndpoint::new(
+                me,
+                caps,
+                info.tx_attr.op_flags,
+                info.rx_attr.op_flags,
+                dev,
+            ))
+        } else {
+            if info.ep_attr.type_ != 0 && info.ep_attr.type_ != FI_EP_DGRAM {
+                return Err(Errno::INVAL);
+            }
+            Ok(dgram::DgramEndpoint::new(
+                caps,
+                info.tx_attr.op_flags,
+                info.rx_attr.op_flags,
+                dev,
+            ))
+        }
+    }
+
+    fn av_open(&self, attr: &AvAttr) -> Result<Arc<Av>> {
+        Av::new(attr, Arc::new(EfaAddrCodec))
+    }
+
+    fn mr_reg(&self, req: &MrRequest) -> Result<Arc<Mr>> {
+        // mr_iov_limit is 1 (§10).
+        if req.iov.len() > 1 {
+            return Err(Errno::INVAL);
+        }
+        self.mr_map.register(req)
+    }
+
+    fn query_atomic(
+        &self,
+        datatype: u32,
+        op: u32,
+        kind: AtomicKind,
+        flags: u64,
+    ) -> Result<AtomicAttr> {
+        if !self.rdm {
+            return Err(Errno::NOSYS);
+        }
+        if flags & !(FI_FETCH_ATOMIC | FI_COMPARE_ATOMIC | FI_TAGGED) != 0 || flags & FI_TAGGED != 0
+        {
+            return Err(Errno::BADFLAGS);
+        }
+        let count = atomic_count(kind, datatype, op, self.dev.mtu)?;
+        let size = crate::util::atomic::datatype_size(datatype).ok_or(Errno::OPNOTSUPP)?;
+        Ok(AtomicAttr { count, size })
+    }
+
+    fn mr_mode(&self) -> i32 {
+        self.mr_mode
+    }
+
+    fn cq_data_size(&self) -> usize {
+        if self.rdm { 4 } else { 0 }
+    }
+}
+
+/// Reads a bool knob (shared-memory transfer for local peers; not implemented yet, so the
+/// value is only reported).
+pub fn shm_transfer_enabled() -> bool {
+    knob_bool(
+        PROV_NAME,
+        "enable_shm_transfer",
+        "Use shm for peers on this host (this library: efa carries local traffic itself)",
+        true,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_resolve_from_text() {
+        let a = parse_node(Some("10.0.0.1"), Some("4791")).unwrap();
+        assert_eq!(a.ip().to_string(), "10.0.0.1");
+        assert_eq!(a.qpn, 4791);
+        assert!(parse_node(Some("not-an-ip"), None).is_err());
+        let c = EfaAddrCodec;
+        let b = c.canonical(&a.to_bytes()).unwrap();
+        assert_eq!(b.len(), 32);
+        assert!(c.canonical(&[0u8; 16]).is_err());
+        assert!(
+            c.straddr(&b)
+                .starts_with("fi_addr_efa://[::ffff:10.0.0.1]:4791:")
+        );
+    }
+
+    #[test]
+    fn atomic_limits_follow_the_mtu() {
+        assert_eq!(max_atomic_bytes(1024), (1024 - 172) / 2);
+        assert_eq!(
+            atomic_count(AtomicKind::Write, FI_UINT64, FI_SUM, 1024).unwrap(),
+            (1024 - 172) / 2 / 8
+        );
+        assert!(atomic_count(AtomicKind::Write, FI_UINT64, FI_CSWAP, 1024).is_err());
+    }
+}

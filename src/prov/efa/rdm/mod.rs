@@ -1,4 +1,143 @@
 //! The EFA RDM protocol v4 (efa-reference §1–§7): reliable datagram messaging, tagged
 //! messaging, emulated RMA and atomics over a device that offers unordered reliable datagrams.
 
+mod ep;
 pub mod pkt;
+mod rx;
+
+pub use ep::RdmEndpoint;
+
+pub(crate) use super::{INJECT_SIZE, atomic_count, max_atomic_bytes};
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+
+fn put_u64(v: u64, val: &mut [u8], needed: &mut usize) -> Result<usize> {
+    *needed = 8;
+    if val.len() < 8 {
+        return Err(Errno::TOOSMALL);
+    }
+    val[..8].copy_from_slice(&v.to_ne_bytes());
+    Ok(8)
+}
+
+fn put_bool(v: bool, val: &mut [u8], needed: &mut usize) -> Result<usize> {
+    *needed = 1;
+    if val.is_empty() {
+        return Err(Errno::TOOSMALL);
+    }
+    val[0] = u8::from(v);
+    Ok(1)
+}
+
+/// fi_getopt(3) and fi_efa(7) options.
+fn getopt(
+    ep: &RdmEndpoint,
+    level: i32,
+    name: i32,
+    val: &mut [u8],
+    needed: &mut usize,
+) -> Result<usize> {
+    if level != FI_OPT_ENDPOINT {
+        return Err(Errno::NOPROTOOPT);
+    }
+    let g = ep.lock();
+    match name {
+        FI_OPT_MIN_MULTI_RECV => put_u64(g.rxq.min_multi_recv() as u64, val, needed),
+        FI_OPT_MAX_MSG_SIZE | FI_OPT_MAX_TAGGED_SIZE | FI_OPT_MAX_RMA_SIZE => {
+            put_u64(usize::MAX as u64, val, needed)
+        }
+        FI_OPT_MAX_ATOMIC_SIZE => put_u64(max_atomic_bytes(g.mtu) as u64, val, needed),
+        FI_OPT_INJECT_MSG_SIZE | FI_OPT_INJECT_TAGGED_SIZE | FI_OPT_INJECT_RMA_SIZE => {
+            put_u64(INJECT_SIZE as u64, val, needed)
+        }
+        FI_OPT_INJECT_ATOMIC_SIZE => put_u64(max_atomic_bytes(g.mtu) as u64, val, needed),
+        FI_OPT_EFA_RNR_RETRY => put_u64(u64::from(g.rnr_retry), val, needed),
+        // Without device RDMA every one-sided operation is emulated with packets (§5).
+        FI_OPT_EFA_EMULATED_READ | FI_OPT_EFA_EMULATED_WRITE | FI_OPT_EFA_EMULATED_ATOMICS => {
+            put_bool(true, val, needed)
+        }
+        FI_OPT_EFA_USE_DEVICE_RDMA => put_bool(false, val, needed),
+        _ => Err(Errno::NOPROTOOPT),
+    }
+}
+
+fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
+    if level != FI_OPT_ENDPOINT {
+        return Err(Errno::NOPROTOOPT);
+    }
+    let size = || -> Result<usize> {
+        let v: [u8; 8] = val.try_into().map_err(|_| Errno::INVAL)?;
+        Ok(usize::from_ne_bytes(v))
+    };
+    let flag = || -> Result<bool> { val.first().map(|&b| b != 0).ok_or(Errno::INVAL) };
+    let mut g = ep.lock();
+    match name {
+        FI_OPT_MIN_MULTI_RECV => {
+            g.rxq.set_min_multi_recv(size()?);
+            Ok(())
+        }
+        FI_OPT_EFA_RNR_RETRY => {
+            // Only before fi_enable: it is a queue-pair attribute (fi_efa(7)).
+            if g.enabled {
+                return Err(Errno::OPBADSTATE);
+            }
+            let v = size()?;
+            let v = u32::try_from(v).map_err(|_| Errno::INVAL)?.min(7);
+            g.rnr_retry = v;
+            g.dev.set_rnr_retry(v);
+            Ok(())
+        }
+        FI_OPT_CUDA_API_PERMITTED => {
+            flag()?;
+            Ok(())
+        }
+        // This endpoint never uses shared memory, so any answer is honoured.
+        FI_OPT_SHARED_MEMORY_PERMITTED => {
+            flag()?;
+            Ok(())
+        }
+        FI_OPT_EFA_USE_DEVICE_RDMA => {
+            if flag()? {
+                // The software device has no RDMA (§10): asking for it cannot be honoured.
+                Err(Errno::OPNOTSUPP)
+            } else {
+                Ok(())
+            }
+        }
+        FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES
+        | FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES => {
+            // In-order delivery of 128-byte-aligned data is a hardware property we lack.
+            if flag()? {
+                Err(Errno::OPNOTSUPP)
+            } else {
+                Ok(())
+            }
+        }
+        FI_OPT_EFA_HOMOGENEOUS_PEERS => {
+            flag()?;
+            Ok(())
+        }
+        FI_OPT_MAX_MSG_SIZE | FI_OPT_MAX_TAGGED_SIZE | FI_OPT_MAX_RMA_SIZE => {
+            size()?;
+            Ok(())
+        }
+        FI_OPT_MAX_ATOMIC_SIZE => {
+            if size()? > max_atomic_bytes(g.mtu) {
+                Err(Errno::INVAL)
+            } else {
+                Ok(())
+            }
+        }
+        FI_OPT_INJECT_MSG_SIZE
+        | FI_OPT_INJECT_TAGGED_SIZE
+        | FI_OPT_INJECT_RMA_SIZE
+        | FI_OPT_INJECT_ATOMIC_SIZE => {
+            if size()? > INJECT_SIZE {
+                Err(Errno::INVAL)
+            } else {
+                Ok(())
+            }
+        }
+        _ => Err(Errno::NOPROTOOPT),
+    }
+}

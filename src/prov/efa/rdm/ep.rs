@@ -1,0 +1,1504 @@
+//! The RDM endpoint: operations posted by the application, the per-peer state, and packet
+//! transmission. Packet reception is in `rx.rs`.
+//!
+//! Protocol choice for a message of `len` bytes (efa-reference §3): eager when it fits one
+//! packet, medium up to `FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE` (all segments at once), long-CTS
+//! beyond (the first chunk with the request, the rest under the receiver's CTS windows);
+//! delivery-complete variants when asked. One-sided operations are emulated (§5): EAGER_RTW or
+//! LONGCTS_RTW for writes, SHORT_RTR or LONGCTS_RTR for reads, WRITE/FETCH/COMPARE_RTA for
+//! atomics, after a handshake with the peer (§2). The device has no RDMA read, so the long-read
+//! and runt-read protocols are never chosen and their feature bit is not advertised.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+use super::pkt::{self, ReqHdr, RmaIov};
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+use crate::prov::efa::device::{Completion, DevError, Device, EfaAddr, HEADROOM};
+use crate::prov::efa::{EfaDomain, Knobs};
+use crate::sys::mem::{IoVec, gather, iov_len};
+use crate::util::av::Av;
+use crate::util::cntr::Cntr;
+use crate::util::cq::{Cq, CqEntry, CqErrEntry};
+use crate::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, OpFlags, RmaOp};
+use crate::util::rxq::{MAX_IOV, RxQueue};
+use crate::util::slab::Slab;
+use crate::util::{Bind, Endpoint, Progress};
+
+/// Feature bits this endpoint advertises in its handshake (efa-reference §2: 1, 3, 4 and 6 are
+/// baseline in 2.6; 9 is this library's error responses).
+pub const EXTRA_INFO: u64 = pkt::EXTRA_DELIVERY_COMPLETE
+    | pkt::EXTRA_CONNID_HEADER
+    | pkt::EXTRA_RUNT
+    | pkt::EXTRA_READ_NACK
+    | pkt::EXTRA_ERROR_RESPONSE;
+
+/// Device completions handled per progress call.
+const POLL_BATCH: usize = 64;
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub send: Option<Arc<Cntr>>,
+    pub recv: Option<Arc<Cntr>>,
+    pub read: Option<Arc<Cntr>>,
+    pub write: Option<Arc<Cntr>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum TxKind {
+    Msg,
+    Tagged,
+    Write,
+    Read,
+    Atomic(AtomicKind),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum TxState {
+    /// Waiting for the peer's handshake (RMA and atomics).
+    Handshake,
+    /// Packets being sent / waiting for device completions.
+    Sending,
+    /// Long-CTS: waiting for the receiver's next CTS.
+    WaitCts,
+    /// Waiting for a RECEIPT, READRSP/CTSDATA data or ATOMRSP.
+    WaitResponse,
+}
+
+/// An operation the application posted (or an internal one).
+pub(super) struct Txe {
+    pub kind: TxKind,
+    pub peer: usize,
+    pub context: usize,
+    /// Resolved flags: FI_COMPLETION set iff a completion is due.
+    pub flags: u64,
+    pub iov: Vec<IoVec>,
+    pub len: usize,
+    pub tag: u64,
+    pub cq_data: Option<u64>,
+    pub msg_id: u32,
+    pub rma: Vec<RmaIov>,
+    /// Payload bytes handed to the device / confirmed sent by it.
+    pub queued: usize,
+    pub done: usize,
+    /// Packets in the device not yet completed.
+    pub in_flight: usize,
+    /// Long-CTS: bytes the receiver granted beyond `queued`, and its operation id.
+    pub window: usize,
+    pub recv_id: u32,
+    /// Delivery complete: completes on RECEIPT (or, for reads and fetches, the response).
+    pub await_response: bool,
+    pub response: bool,
+    /// Read: bytes received into `iov`.
+    pub got: usize,
+    /// Atomics.
+    pub datatype: u32,
+    pub atomic_op: u32,
+    pub operand: Vec<u8>,
+    pub result: Vec<IoVec>,
+    pub state: TxState,
+    pub inject: bool,
+    /// Injected data, copied at post time (the application's buffer is free at once).
+    pub owned: Vec<u8>,
+}
+
+impl Txe {
+    /// Copies `dst.len()` bytes of the operation's source data from offset `off`.
+    pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
+        if self.inject {
+            dst.copy_from_slice(&self.owned[off..off + dst.len()]);
+        } else {
+            gather(&self.iov, off, dst);
+        }
+    }
+}
+
+/// A message, write or read this endpoint is receiving data for, or a read it is answering.
+pub(super) struct Rxe {
+    pub peer: usize,
+    pub kind: RxKind,
+    pub msg_id: u32,
+    pub total: usize,
+    pub got: usize,
+    /// The other side's operation id (CTS, RECEIPT, READRSP/CTSDATA of a read).
+    pub send_id: u32,
+    /// Bytes granted by our last CTS and not yet received.
+    pub granted: usize,
+    pub dc: bool,
+    pub tag: u64,
+    pub cq_data: Option<u64>,
+    pub tagged: bool,
+    pub medium: bool,
+    pub longcts: bool,
+    /// Long-CTS credits the sender asked for (packets per window).
+    pub credits: usize,
+    /// Data that arrived before a receive matched (unexpected messages).
+    pub staging: Vec<u8>,
+    /// Where a matched message goes (a multi-receive buffer's reserved part).
+    pub target: Vec<IoVec>,
+    /// The multi-receive buffer was released by this message.
+    pub released: bool,
+    /// FI_DISCARD: received and dropped without a completion.
+    pub discard: bool,
+}
+
+pub(super) enum RxKind {
+    /// Not yet matched: data is staged.
+    Unexpected,
+    /// Matched to a posted receive.
+    Recv(Box<crate::util::rxq::Recv>),
+    /// A remote write into our memory.
+    Write { dest: Vec<IoVec> },
+    /// A remote read of our memory: we send `src` to the requester's op `send_id`.
+    Read {
+        src: Vec<IoVec>,
+        sent: usize,
+        window: usize,
+    },
+}
+
+/// The top bit of a 32-bit operation id on the wire says which table it names: set for our
+/// transmit operations, clear for our receive-side ones. CTS and CTSDATA flow both ways (long
+/// messages and writes, long reads), so the receiver of one needs to tell them apart.
+pub(super) const TX_BIT: u32 = 0x8000_0000;
+
+pub(super) fn tx_wire(id: u64) -> u32 {
+    Slab::<Txe>::wire_id(id).map_or(u32::MAX, |w| w | TX_BIT)
+}
+
+pub(super) fn rx_wire(id: u64) -> u32 {
+    Slab::<Rxe>::wire_id(id).map_or(0x7fff_ffff, |w| w & !TX_BIT)
+}
+
+/// The msg_id after `id` (0xFFFFFFFF is never used, efa-reference §4).
+pub(super) fn next_msg_id(id: u32) -> u32 {
+    match id.wrapping_add(1) {
+        u32::MAX => 0,
+        n => n,
+    }
+}
+
+/// What an unexpected message is in the receive queue: its rx entry.
+pub(super) type Unexp = u64;
+
+pub(super) struct Peer {
+    pub addr: EfaAddr,
+    pub fi_addr: u64,
+    pub next_msg_id: u32,
+    pub expected_msg_id: u32,
+    /// Ordered packets that arrived early, by msg_id (copies).
+    pub ooo: BTreeMap<u32, Vec<Vec<u8>>>,
+    /// Messages being received in several packets (medium), by msg_id.
+    pub rx_map: HashMap<u32, u64>,
+    pub hs_sent: bool,
+    pub hs_received: bool,
+    pub extra_info: u64,
+    /// Something was sent to it (the handshake trigger is needed only once).
+    pub contacted: bool,
+    /// Operations waiting for the handshake.
+    pub waiting: VecDeque<u64>,
+    pub dead: bool,
+    /// RNR back-off: no new packet goes out before this.
+    pub backoff_until: Option<Instant>,
+    pub backoff_us: u64,
+}
+
+impl Peer {
+    fn new(addr: EfaAddr, fi_addr: u64) -> Peer {
+        Peer {
+            addr,
+            fi_addr,
+            next_msg_id: 0,
+            expected_msg_id: 0,
+            ooo: BTreeMap::new(),
+            rx_map: HashMap::new(),
+            hs_sent: false,
+            hs_received: false,
+            extra_info: 0,
+            contacted: false,
+            waiting: VecDeque::new(),
+            dead: false,
+            backoff_until: None,
+            backoff_us: 0,
+        }
+    }
+
+    pub fn error_responses(&self) -> bool {
+        self.extra_info & pkt::EXTRA_ERROR_RESPONSE != 0
+    }
+}
+
+/// Who a packet in the device belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Owner {
+    Tx(u64),
+    /// Data of a read we answer.
+    Rx(u64),
+    /// Handshake, CTS, RECEIPT, ERR...: resent on RNR, dropped when the peer is gone.
+    Ctrl,
+}
+
+pub(super) struct Sent {
+    pub owner: Owner,
+    pub peer: usize,
+    pub payload: usize,
+}
+
+/// A packet waiting to go (device queue full, peer in RNR back-off).
+pub(super) struct Queued {
+    pub peer: usize,
+    pub buf: Vec<u8>,
+    pub len: usize,
+    pub sent: Sent,
+}
+
+pub(super) struct Inner {
+    pub dev: Box<dyn Device>,
+    pub mtu: usize,
+    pub knobs: Knobs,
+    pub enabled: bool,
+    pub av: Option<Arc<Av>>,
+    pub tx_cq: Option<Arc<Cq>>,
+    pub rx_cq: Option<Arc<Cq>>,
+    pub cntr: Counters,
+    pub rxq: RxQueue<Unexp>,
+    pub peers: Vec<Peer>,
+    pub by_addr: HashMap<EfaAddr, usize>,
+    pub by_fi: HashMap<u64, usize>,
+    pub txes: Slab<Txe>,
+    pub rxes: Slab<Rxe>,
+    pub sent: Slab<Sent>,
+    pub queued: VecDeque<Queued>,
+    pub pool: Vec<Vec<u8>>,
+    pub posted_rx: usize,
+    pub rx_target: usize,
+    pub comps: Vec<Completion>,
+    /// Malformed, spoofed or unroutable packets dropped.
+    pub dropped: u64,
+    /// Remote accesses refused (bad key, bounds, access).
+    pub refused: u64,
+    /// FI_OPT_EFA_RNR_RETRY.
+    pub rnr_retry: u32,
+}
+
+pub struct RdmEndpoint {
+    pub(super) me: Weak<RdmEndpoint>,
+    pub(super) domain: Arc<EfaDomain>,
+    pub(super) caps: u64,
+    pub(super) flags: OpFlags,
+    pub(super) inner: Mutex<Inner>,
+    wait_fd: Option<std::os::fd::RawFd>,
+}
+
+impl RdmEndpoint {
+    pub fn new(
+        domain: Arc<EfaDomain>,
+        caps: u64,
+        tx_op_flags: u64,
+        rx_op_flags: u64,
+        dev: Box<dyn Device>,
+    ) -> Arc<RdmEndpoint> {
+        let knobs = domain.knobs.clone();
+        let mtu = dev.mtu();
+        let wait_fd = dev.wait_fd();
+        // Enough posted buffers to absorb a window from a few peers without RNR, bounded in
+        // memory (64 KiB datagrams on loopback).
+        let rx_target = (knobs.rx_size.max(64) * 8192 / mtu.max(1))
+            .clamp(64, 1024)
+            .min(dev.max_recv());
+        Arc::new_cyclic(|me| RdmEndpoint {
+            me: me.clone(),
+            domain,
+            caps,
+            flags: OpFlags::new(tx_op_flags, rx_op_flags),
+            wait_fd,
+            inner: Mutex::new(Inner {
+                dev,
+                mtu,
+                knobs,
+                enabled: false,
+                av: None,
+                tx_cq: None,
+                rx_cq: None,
+                cntr: Counters::default(),
+                rxq: RxQueue::new(caps & FI_DIRECTED_RECV != 0),
+                peers: Vec::new(),
+                by_addr: HashMap::new(),
+                by_fi: HashMap::new(),
+                txes: Slab::new(),
+                rxes: Slab::new(),
+                sent: Slab::new(),
+                queued: VecDeque::new(),
+                pool: Vec::new(),
+                posted_rx: 0,
+                rx_target,
+                comps: Vec::with_capacity(POLL_BATCH),
+                dropped: 0,
+                refused: 0,
+                rnr_retry: 3,
+            }),
+        })
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Packets dropped as malformed or spoofed, and remote accesses refused.
+    pub fn drop_counts(&self) -> (u64, u64) {
+        let g = self.lock();
+        (g.dropped, g.refused)
+    }
+
+    pub fn device_stats(&self) -> crate::prov::efa::srd::Stats {
+        self.lock().dev.stats()
+    }
+}
+
+// ---- completions ----
+
+impl Inner {
+    pub fn cq_flags(kind: TxKind) -> u64 {
+        match kind {
+            TxKind::Msg => FI_SEND | FI_MSG,
+            TxKind::Tagged => FI_SEND | FI_TAGGED,
+            TxKind::Write => FI_WRITE | FI_RMA,
+            TxKind::Read => FI_READ | FI_RMA,
+            TxKind::Atomic(AtomicKind::Write) => FI_WRITE | FI_ATOMIC,
+            TxKind::Atomic(_) => FI_READ | FI_ATOMIC,
+        }
+    }
+
+    fn tx_cntr(&self, kind: TxKind) -> Option<&Arc<Cntr>> {
+        match kind {
+            TxKind::Msg | TxKind::Tagged => self.cntr.send.as_ref(),
+            TxKind::Write | TxKind::Atomic(AtomicKind::Write) => self.cntr.write.as_ref(),
+            TxKind::Read | TxKind::Atomic(_) => self.cntr.read.as_ref(),
+        }
+    }
+
+    /// Finishes a transmit operation successfully.
+    pub fn complete_tx(&mut self, id: u64) {
+        let Some(t) = self.txes.remove(id) else {
+            return;
+        };
+        if t.flags & FI_COMPLETION != 0
+            && let Some(cq) = &self.tx_cq
+        {
+            cq.push(CqEntry {
+                op_context: t.context,
+                flags: Self::cq_flags(t.kind),
+                len: t.len,
+                src_addr: FI_ADDR_NOTAVAIL,
+                ..Default::default()
+            });
+        }
+        if let Some(c) = self.tx_cntr(t.kind) {
+            c.complete(t.len);
+        }
+    }
+
+    /// Fails a transmit operation (error completions are always reported, fi_cq(3)).
+    pub fn fail_tx(&mut self, id: u64, err: Errno, prov_errno: i32) {
+        let Some(t) = self.txes.remove(id) else {
+            return;
+        };
+        if let Some(cq) = &self.tx_cq {
+            let mut e = CqErrEntry::new(t.context, Self::cq_flags(t.kind), err);
+            e.prov_errno = prov_errno;
+            e.tag = t.tag;
+            cq.push_err(e);
+        }
+        if let Some(c) = self.tx_cntr(t.kind) {
+            c.fail();
+        }
+    }
+
+    pub fn source_id(&self, fi_addr: u64) -> u64 {
+        match &self.av {
+            Some(av) if fi_addr != FI_ADDR_NOTAVAIL => av.source_id(fi_addr),
+            _ => FI_ADDR_NOTAVAIL,
+        }
+    }
+}
+
+// ---- peers ----
+
+impl Inner {
+    /// The peer of an AV entry.
+    pub fn peer_for(&mut self, fi_addr: u64) -> Result<usize> {
+        if let Some(&p) = self.by_fi.get(&fi_addr) {
+            return Ok(p);
+        }
+        let av = self.av.as_ref().ok_or(Errno::NOAV)?;
+        let bytes = av.lookup(fi_addr)?;
+        let addr = EfaAddr::from_bytes(&bytes).ok_or(Errno::INVAL)?;
+        let p = self.peer_by_addr(addr);
+        self.peers[p].fi_addr = fi_addr;
+        self.by_fi.insert(fi_addr, p);
+        Ok(p)
+    }
+
+    /// The peer at a raw address (created on first contact).
+    pub fn peer_by_addr(&mut self, addr: EfaAddr) -> usize {
+        if let Some(&p) = self.by_addr.get(&addr) {
+            return p;
+        }
+        let fi_addr = self
+            .av
+            .as_ref()
+            .and_then(|av| av.reverse(&addr.to_bytes()))
+            .unwrap_or(FI_ADDR_NOTAVAIL);
+        self.peers.push(Peer::new(addr, fi_addr));
+        let p = self.peers.len() - 1;
+        self.by_addr.insert(addr, p);
+        if fi_addr != FI_ADDR_NOTAVAIL {
+            self.by_fi.insert(fi_addr, p);
+        }
+        p
+    }
+}
+
+// ---- packets out ----
+
+impl Inner {
+    pub fn buf(&mut self) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.resize(HEADROOM + self.mtu, 0);
+        b
+    }
+
+    pub fn recycle(&mut self, b: Vec<u8>) {
+        if self.pool.len() < 256 {
+            self.pool.push(b);
+        }
+    }
+
+    /// Posts a packet (`buf[HEADROOM..HEADROOM + len]`) to a peer, or queues it if the device
+    /// or the peer cannot take it now.
+    pub fn send_pkt(
+        &mut self,
+        peer: usize,
+        buf: Vec<u8>,
+        len: usize,
+        owner: Owner,
+        payload: usize,
+    ) {
+        self.peers[peer].contacted = true;
+        let q = Queued {
+            peer,
+            buf,
+            len,
+            sent: Sent {
+                owner,
+                peer,
+                payload,
+            },
+        };
+        if !self.queued.is_empty() || self.peers[peer].backoff_until.is_some() {
+            self.queued.push_back(q);
+            return;
+        }
+        self.post_queued(q);
+    }
+
+    fn post_queued(&mut self, q: Queued) {
+        let dest = self.peers[q.peer].addr;
+        let wr = self.sent.insert(q.sent);
+        match self.dev.post_send(dest, q.buf, q.len, wr) {
+            Ok(()) => {}
+            Err((e, buf)) => {
+                let sent = self.sent.remove(wr).unwrap_or(Sent {
+                    owner: Owner::Ctrl,
+                    peer: q.peer,
+                    payload: 0,
+                });
+                if e == Errno::AGAIN {
+                    self.queued.push_front(Queued {
+                        peer: q.peer,
+                        buf,
+                        len: q.len,
+                        sent,
+                    });
+                } else {
+                    self.pkt_failed(sent, e, 0);
+                    self.recycle(buf);
+                }
+            }
+        }
+    }
+
+    /// Retries queued packets (after device completions freed room or a back-off ended).
+    pub fn flush_queued(&mut self) {
+        let now = Instant::now();
+        let mut rest = VecDeque::new();
+        while let Some(q) = self.queued.pop_front() {
+            let peer = &mut self.peers[q.peer];
+            if peer.dead {
+                let sent = q.sent;
+                self.pkt_failed(sent, Errno::CONNABORTED, 13);
+                continue;
+            }
+            if let Some(t) = peer.backoff_until {
+                if t > now {
+                    rest.push_back(q);
+                    continue;
+                }
+                peer.backoff_until = None;
+            }
+            let dest = peer.addr;
+            let wr = self.sent.insert(q.sent);
+            if let Err((e, buf)) = self.dev.post_send(dest, q.buf, q.len, wr) {
+                let sent = self.sent.remove(wr).unwrap_or(Sent {
+                    owner: Owner::Ctrl,
+                    peer: q.peer,
+                    payload: 0,
+                });
+                if e == Errno::AGAIN {
+                    rest.push_back(Queued {
+                        peer: q.peer,
+                        buf,
+                        len: q.len,
+                        sent,
+                    });
+                    rest.extend(self.queued.drain(..));
+                    break;
+                }
+                self.pkt_failed(sent, e, 0);
+            }
+        }
+        self.queued = rest;
+    }
+
+    /// A packet could not be delivered.
+    pub fn pkt_failed(&mut self, sent: Sent, err: Errno, prov_errno: i32) {
+        match sent.owner {
+            Owner::Tx(id) => self.fail_tx(id, err, prov_errno),
+            Owner::Rx(id) => {
+                self.rxes.remove(id);
+            }
+            Owner::Ctrl => {}
+        }
+    }
+
+    /// The connid we put in packets to peers that know us (our QKEY).
+    pub fn connid(&self) -> u32 {
+        self.dev.addr().qkey
+    }
+
+    /// Sends our HANDSHAKE to a peer once (efa-reference §2).
+    pub fn handshake(&mut self, peer: usize) {
+        if self.peers[peer].hs_sent || self.peers[peer].dead {
+            return;
+        }
+        self.peers[peer].hs_sent = true;
+        let mut b = self.buf();
+        let connid = self.connid();
+        let n = pkt::write_handshake(&mut b[HEADROOM..], EXTRA_INFO, connid, 0);
+        self.send_pkt(peer, b, n, Owner::Ctrl, 0);
+    }
+
+    /// Sends a request packet: `data` (from the op's iov at `off`, `data_len` bytes) after the
+    /// headers. Returns false (nothing sent) if the headers do not fit.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_req(
+        &mut self,
+        id: u64,
+        ty: u8,
+        flags: u16,
+        h: &ReqHdr,
+        rma: &[RmaIov],
+        off: usize,
+        data_len: usize,
+        extra: &[u8],
+    ) {
+        let Some(t) = self.txes.get(id) else { return };
+        let peer = t.peer;
+        let cq_data = t.cq_data.filter(|_| matches!(ty, pkt::EAGER_MSGRTM..=pkt::LONGCTS_RTW | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_RTW));
+        let hs = self.peers[peer].hs_received;
+        let me = self.dev.addr();
+        let connid = self.connid();
+        let mut b = self.buf();
+        let hdr = pkt::write_req(
+            &mut b[HEADROOM..],
+            ty,
+            flags,
+            h,
+            rma,
+            (!hs).then_some(&me),
+            cq_data,
+            hs.then_some(connid),
+        );
+        let Some(t) = self.txes.get_mut(id) else {
+            return;
+        };
+        if data_len > 0 {
+            t.copy_out(off, &mut b[HEADROOM + hdr..HEADROOM + hdr + data_len]);
+        }
+        b[HEADROOM + hdr + data_len..HEADROOM + hdr + data_len + extra.len()]
+            .copy_from_slice(extra);
+        t.queued = t.queued.max(off + data_len);
+        t.in_flight += 1;
+        self.send_pkt(
+            peer,
+            b,
+            hdr + data_len + extra.len(),
+            Owner::Tx(id),
+            data_len,
+        );
+    }
+
+    /// Header bytes of a request of type `ty` to `peer` (raw address until the handshake).
+    pub fn req_overhead(&self, peer: usize, ty: u8, rma: usize, cq_data: bool) -> usize {
+        let hs = self.peers[peer].hs_received;
+        pkt::req_len(ty, rma, !hs, cq_data, hs)
+    }
+}
+
+// ---- starting operations ----
+
+impl Inner {
+    /// Sends a message operation (eager, medium or long-CTS).
+    pub fn start_msg(&mut self, id: u64) {
+        let Some(t) = self.txes.get(id) else { return };
+        let (peer, len, tagged, dc, cq) = (
+            t.peer,
+            t.len,
+            t.kind == TxKind::Tagged,
+            t.await_response,
+            t.cq_data.is_some(),
+        );
+        let tag_ty = |msg: u8| if tagged { msg + 1 } else { msg };
+        let mut flags = pkt::REQ_MSG;
+        if tagged {
+            flags = pkt::REQ_TAGGED;
+        }
+        let (msg_id, tag) = (t.msg_id, t.tag);
+        let send_id = tx_wire(id);
+        let eager_ty = tag_ty(if dc {
+            pkt::DC_EAGER_MSGRTM
+        } else {
+            pkt::EAGER_MSGRTM
+        });
+        let eager_room = self
+            .mtu
+            .saturating_sub(self.req_overhead(peer, eager_ty, 0, cq));
+        if len <= eager_room {
+            let h = ReqHdr {
+                msg_id,
+                tag,
+                send_id,
+                ..Default::default()
+            };
+            self.send_req(id, eager_ty, flags, &h, &[], 0, len, &[]);
+            self.set_state(id, TxState::Sending);
+            return;
+        }
+        if len <= self.knobs.max_medium {
+            let ty = tag_ty(if dc {
+                pkt::DC_MEDIUM_MSGRTM
+            } else {
+                pkt::MEDIUM_MSGRTM
+            });
+            let room = self
+                .mtu
+                .saturating_sub(self.req_overhead(peer, ty, 0, cq))
+                .max(1);
+            let mut off = 0;
+            while off < len {
+                let n = room.min(len - off);
+                let h = ReqHdr {
+                    msg_id,
+                    tag,
+                    send_id,
+                    msg_length: len as u64,
+                    seg_offset: off as u64,
+                    ..Default::default()
+                };
+                self.send_req(id, ty, flags, &h, &[], off, n, &[]);
+                off += n;
+            }
+            self.set_state(id, TxState::Sending);
+            return;
+        }
+        let ty = tag_ty(if dc {
+            pkt::DC_LONGCTS_MSGRTM
+        } else {
+            pkt::LONGCTS_MSGRTM
+        });
+        let room = self.mtu.saturating_sub(self.req_overhead(peer, ty, 0, cq));
+        let h = ReqHdr {
+            msg_id,
+            tag,
+            send_id,
+            msg_length: len as u64,
+            credit_request: self.knobs.tx_min_credits as u32,
+            ..Default::default()
+        };
+        self.send_req(id, ty, flags, &h, &[], 0, room.min(len), &[]);
+        self.set_state(id, TxState::WaitCts);
+    }
+
+    pub fn set_state(&mut self, id: u64, s: TxState) {
+        if let Some(t) = self.txes.get_mut(id) {
+            t.state = s;
+        }
+    }
+
+    /// Data payload room in a CTSDATA packet.
+    pub fn ctsdata_room(&self) -> usize {
+        self.mtu.saturating_sub(32)
+    }
+
+    /// Sends CTSDATA for what the receiver granted.
+    pub fn send_window(&mut self, id: u64) {
+        let room = self.ctsdata_room().max(1);
+        let connid = self.connid();
+        loop {
+            let Some(t) = self.txes.get_mut(id) else {
+                return;
+            };
+            if t.window == 0 || t.queued >= t.len {
+                if t.queued >= t.len && t.state == TxState::WaitCts {
+                    t.state = TxState::Sending;
+                }
+                return;
+            }
+            let n = room.min(t.window).min(t.len - t.queued);
+            let off = t.queued;
+            let (peer, recv_id) = (t.peer, t.recv_id);
+            t.window -= n;
+            t.queued += n;
+            t.in_flight += 1;
+            let mut b = self.pool.pop().unwrap_or_default();
+            b.resize(HEADROOM + self.mtu, 0);
+            let hdr = pkt::write_ctsdata(&mut b[HEADROOM..], recv_id, n as u64, off as u64, connid);
+            if let Some(t) = self.txes.get(id) {
+                t.copy_out(off, &mut b[HEADROOM + hdr..HEADROOM + hdr + n]);
+            }
+            self.send_pkt(peer, b, hdr + n, Owner::Tx(id), n);
+        }
+    }
+
+    /// Sends an RMA write (after the handshake).
+    pub fn start_write(&mut self, id: u64) {
+        let Some(t) = self.txes.get(id) else { return };
+        let (peer, len, cq) = (t.peer, t.len, t.cq_data.is_some());
+        let rma = t.rma.clone();
+        let send_id = tx_wire(id);
+        // With error responses the target confirms every write (DC variants): a refused write
+        // then reaches the initiator as an error completion.
+        let dc = t.await_response;
+        let eager_ty = if dc {
+            pkt::DC_EAGER_RTW
+        } else {
+            pkt::EAGER_RTW
+        };
+        let room = self
+            .mtu
+            .saturating_sub(self.req_overhead(peer, eager_ty, rma.len(), cq));
+        let flags = pkt::REQ_RMA;
+        if len <= room {
+            let h = ReqHdr {
+                rma_iov_count: rma.len() as u32,
+                send_id,
+                ..Default::default()
+            };
+            self.send_req(id, eager_ty, flags, &h, &rma, 0, len, &[]);
+            self.set_state(id, TxState::Sending);
+            return;
+        }
+        let ty = if dc {
+            pkt::DC_LONGCTS_RTW
+        } else {
+            pkt::LONGCTS_RTW
+        };
+        let room = self
+            .mtu
+            .saturating_sub(self.req_overhead(peer, ty, rma.len(), cq));
+        let h = ReqHdr {
+            rma_iov_count: rma.len() as u32,
+            msg_length: len as u64,
+            send_id,
+            credit_request: self.knobs.tx_min_credits as u32,
+            ..Default::default()
+        };
+        self.send_req(id, ty, flags, &h, &rma, 0, room.min(len), &[]);
+        self.set_state(id, TxState::WaitCts);
+    }
+
+    /// Sends an RMA read request.
+    pub fn start_read(&mut self, id: u64) {
+        let Some(t) = self.txes.get(id) else { return };
+        let len = t.len;
+        let rma = t.rma.clone();
+        let recv_id = tx_wire(id);
+        // SHORT_RTR when the answer fits one READRSP (efa-reference §5), else LONGCTS_RTR with a
+        // first window.
+        let short = len + 24 <= self.mtu;
+        let ty = if short {
+            pkt::SHORT_RTR
+        } else {
+            pkt::LONGCTS_RTR
+        };
+        let window = if short {
+            len
+        } else {
+            (self.knobs.tx_min_credits * self.ctsdata_room()).min(len)
+        };
+        let h = ReqHdr {
+            rma_iov_count: rma.len() as u32,
+            msg_length: len as u64,
+            recv_id,
+            recv_length: window as u64,
+            ..Default::default()
+        };
+        self.send_req(id, ty, pkt::REQ_RMA, &h, &rma, 0, 0, &[]);
+        if let Some(t) = self.txes.get_mut(id) {
+            t.window = window;
+            t.state = TxState::WaitResponse;
+        }
+    }
+
+    /// Sends an atomic request (operand, then compare data, in the packet).
+    pub fn start_atomic(&mut self, id: u64) {
+        let Some(t) = self.txes.get(id) else { return };
+        let TxKind::Atomic(kind) = t.kind else { return };
+        let rma = t.rma.clone();
+        let operand = t.operand.clone();
+        let wire = tx_wire(id);
+        let ty = match kind {
+            AtomicKind::Write if t.await_response => pkt::DC_WRITE_RTA,
+            AtomicKind::Write => pkt::WRITE_RTA,
+            AtomicKind::Fetch => pkt::FETCH_RTA,
+            AtomicKind::Compare => pkt::COMPARE_RTA,
+        };
+        let h = ReqHdr {
+            msg_id: t.msg_id,
+            rma_iov_count: rma.len() as u32,
+            datatype: t.datatype,
+            atomic_op: t.atomic_op,
+            recv_id: wire,
+            send_id: wire,
+            ..Default::default()
+        };
+        self.send_req(id, ty, pkt::REQ_ATOMIC, &h, &rma, 0, 0, &operand);
+        let await_response = ty != pkt::WRITE_RTA;
+        self.set_state(
+            id,
+            if await_response {
+                TxState::WaitResponse
+            } else {
+                TxState::Sending
+            },
+        );
+    }
+
+    /// Starts an operation, or parks it until the peer's handshake arrives (one-sided ones).
+    pub fn start(&mut self, id: u64) {
+        let Some(t) = self.txes.get(id) else { return };
+        let (kind, peer) = (t.kind, t.peer);
+        let one_sided = matches!(kind, TxKind::Write | TxKind::Read | TxKind::Atomic(_));
+        if one_sided && !self.peers[peer].hs_received {
+            // efa-reference §2: a zero-byte EAGER_RTW makes the peer answer with its handshake
+            // without disturbing message order.
+            if !self.peers[peer].contacted {
+                let me = self.dev.addr();
+                let mut b = self.buf();
+                let n = pkt::write_req(
+                    &mut b[HEADROOM..],
+                    pkt::EAGER_RTW,
+                    pkt::REQ_RMA,
+                    &ReqHdr::default(),
+                    &[],
+                    Some(&me),
+                    None,
+                    None,
+                );
+                self.send_pkt(peer, b, n, Owner::Ctrl, 0);
+            }
+            self.set_state(id, TxState::Handshake);
+            self.peers[peer].waiting.push_back(id);
+            return;
+        }
+        match kind {
+            TxKind::Msg | TxKind::Tagged => self.start_msg(id),
+            TxKind::Write => {
+                let dc = self.peers[peer].error_responses();
+                if let Some(t) = self.txes.get_mut(id) {
+                    t.await_response |= dc;
+                }
+                self.start_write(id)
+            }
+            TxKind::Read => self.start_read(id),
+            TxKind::Atomic(_) => {
+                let dc = self.peers[peer].error_responses();
+                if let Some(t) = self.txes.get_mut(id) {
+                    t.await_response |= dc;
+                }
+                self.start_atomic(id)
+            }
+        }
+    }
+
+    /// A transmit op may be complete: all its packets done and (if it waits for one) the
+    /// response arrived.
+    pub fn maybe_complete_tx(&mut self, id: u64) {
+        let Some(t) = self.txes.get(id) else { return };
+        let sent_all = t.done >= t.len && t.in_flight == 0 && t.queued >= t.len;
+        let ready = match t.kind {
+            TxKind::Read => t.response && t.got >= t.len,
+            TxKind::Atomic(AtomicKind::Write) if !t.await_response => t.in_flight == 0,
+            TxKind::Atomic(_) => t.response,
+            _ => sent_all && (!t.await_response || t.response),
+        };
+        if ready && t.state != TxState::Handshake {
+            if t.inject && t.flags & FI_COMPLETION == 0 {
+                // Injected operations complete silently but still count.
+                let kind = t.kind;
+                let len = t.len;
+                self.txes.remove(id);
+                if let Some(c) = self.tx_cntr(kind) {
+                    c.complete(len);
+                }
+                return;
+            }
+            self.complete_tx(id);
+        }
+    }
+}
+
+// ---- posting (application calls) ----
+
+impl RdmEndpoint {
+    fn check(&self, g: &Inner, iov: &[IoVec]) -> Result<()> {
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        if iov.len() > MAX_IOV {
+            return Err(Errno::INVAL);
+        }
+        Ok(())
+    }
+
+    fn new_txe(
+        kind: TxKind,
+        peer: usize,
+        context: usize,
+        flags: u64,
+        iov: &[IoVec],
+        len: usize,
+    ) -> Txe {
+        Txe {
+            kind,
+            peer,
+            context,
+            flags,
+            iov: iov.to_vec(),
+            len,
+            tag: 0,
+            cq_data: None,
+            msg_id: 0,
+            rma: Vec::new(),
+            queued: 0,
+            done: 0,
+            in_flight: 0,
+            window: 0,
+            recv_id: 0,
+            await_response: false,
+            response: false,
+            got: 0,
+            datatype: 0,
+            atomic_op: 0,
+            operand: Vec::new(),
+            result: Vec::new(),
+            state: TxState::Sending,
+            inject: false,
+            owned: Vec::new(),
+        }
+    }
+
+    /// Copies inject data so that the application's buffer is free on return (fi_msg(3)).
+    fn inject_copy(t: &mut Txe, iov: &[IoVec]) {
+        t.owned = vec![0u8; iov_len(iov)];
+        gather(iov, 0, &mut t.owned);
+        t.iov.clear();
+        t.inject = true;
+    }
+
+    pub(super) fn post_send(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        if (tagged && self.caps & FI_TAGGED == 0) || (!tagged && self.caps & FI_MSG == 0) {
+            return Err(Errno::NOSYS);
+        }
+        let flags = self.flags.resolve_tx(op.call, op.flags);
+        let len = iov_len(op.iov);
+        let mut g = self.lock();
+        self.check(&g, op.iov)?;
+        if op.call == Call::Inject && len > super::INJECT_SIZE {
+            return Err(Errno::MSGSIZE);
+        }
+        if g.txes.len() >= g.knobs.tx_size.max(1) * 4 {
+            return Err(Errno::AGAIN);
+        }
+        let peer = g.peer_for(op.addr)?;
+        if g.peers[peer].dead {
+            return Err(Errno::CONNABORTED);
+        }
+        let inject = op.call == Call::Inject || flags & FI_INJECT != 0;
+        let mut t = Self::new_txe(
+            if tagged { TxKind::Tagged } else { TxKind::Msg },
+            peer,
+            op.context,
+            flags,
+            op.iov,
+            len,
+        );
+        if inject {
+            Self::inject_copy(&mut t, op.iov);
+        }
+        t.tag = op.tag;
+        t.cq_data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
+        t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !inject;
+        t.msg_id = g.peers[peer].next_msg_id;
+        g.peers[peer].next_msg_id = next_msg_id(t.msg_id);
+        let id = g.txes.insert(t);
+        g.start(id);
+        self.progress_locked(&mut g);
+        Ok(())
+    }
+
+    pub(super) fn post_rma(&self, op: &RmaOp<'_>, read: bool) -> Result<()> {
+        if self.caps & FI_RMA == 0 {
+            return Err(Errno::NOSYS);
+        }
+        if op.rma_iov.len() != 1 {
+            // rma_iov_limit is 1 (efa-reference §10).
+            return Err(Errno::INVAL);
+        }
+        let len = iov_len(op.iov);
+        if op.rma_iov[0].len != len {
+            return Err(Errno::INVAL);
+        }
+        let flags = self.flags.resolve_tx(op.call, op.flags);
+        let mut g = self.lock();
+        self.check(&g, op.iov)?;
+        if op.call == Call::Inject && len > super::INJECT_SIZE {
+            return Err(Errno::MSGSIZE);
+        }
+        let peer = g.peer_for(op.addr)?;
+        if g.peers[peer].dead {
+            return Err(Errno::CONNABORTED);
+        }
+        let inject = op.call == Call::Inject;
+        let mut t = Self::new_txe(
+            if read { TxKind::Read } else { TxKind::Write },
+            peer,
+            op.context,
+            flags,
+            op.iov,
+            len,
+        );
+        if inject {
+            Self::inject_copy(&mut t, op.iov);
+        }
+        t.rma = op
+            .rma_iov
+            .iter()
+            .map(|r| RmaIov {
+                addr: r.addr,
+                len: r.len as u64,
+                key: r.key,
+            })
+            .collect();
+        t.cq_data = (!read && flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
+        t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !read;
+        let id = g.txes.insert(t);
+        g.start(id);
+        self.progress_locked(&mut g);
+        Ok(())
+    }
+
+    pub(super) fn post_atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        if self.caps & FI_ATOMIC == 0 {
+            return Err(Errno::NOSYS);
+        }
+        if !crate::util::atomic::valid(op.kind, op.datatype, op.op) {
+            return Err(Errno::OPNOTSUPP);
+        }
+        let size = crate::util::atomic::datatype_size(op.datatype).ok_or(Errno::INVAL)?;
+        if op.rma_ioc.len() != 1 || op.iov.len() > MAX_IOV {
+            return Err(Errno::INVAL);
+        }
+        let count = op.rma_ioc[0].count;
+        let len = count.checked_mul(size).ok_or(Errno::INVAL)?;
+        let reads_only = op.kind == AtomicKind::Fetch && op.op == FI_ATOMIC_READ;
+        if (!reads_only && iov_len(op.iov) != len)
+            || (op.kind == AtomicKind::Compare && iov_len(op.compare) != len)
+            || (op.kind != AtomicKind::Write && iov_len(op.result) != len)
+        {
+            return Err(Errno::INVAL);
+        }
+        let flags = self.flags.resolve_tx(op.call, op.flags);
+        let mut g = self.lock();
+        self.check(&g, op.iov)?;
+        if len > super::max_atomic_bytes(g.mtu) {
+            return Err(Errno::MSGSIZE);
+        }
+        let peer = g.peer_for(op.addr)?;
+        if g.peers[peer].dead {
+            return Err(Errno::CONNABORTED);
+        }
+        let mut operand = vec![0u8; if reads_only { 0 } else { len }];
+        gather(op.iov, 0, &mut operand);
+        if op.kind == AtomicKind::Compare {
+            let mut c = vec![0u8; len];
+            gather(op.compare, 0, &mut c);
+            operand.extend(c);
+        }
+        let mut t = Self::new_txe(TxKind::Atomic(op.kind), peer, op.context, flags, &[], len);
+        t.rma = vec![RmaIov {
+            addr: op.rma_ioc[0].addr,
+            len: count as u64,
+            key: op.rma_ioc[0].key,
+        }];
+        t.datatype = op.datatype;
+        t.atomic_op = op.op;
+        t.operand = operand;
+        t.result = op.result.to_vec();
+        t.inject = op.call == Call::Inject;
+        t.owned = Vec::new();
+        t.await_response = flags & FI_DELIVERY_COMPLETE != 0;
+        // Atomics share the message order (efa-reference §4).
+        let p = &mut g.peers[peer];
+        t.msg_id = p.next_msg_id;
+        p.next_msg_id = next_msg_id(t.msg_id);
+        let id = g.txes.insert(t);
+        g.start(id);
+        self.progress_locked(&mut g);
+        Ok(())
+    }
+}
+
+// ---- progress ----
+
+impl RdmEndpoint {
+    /// Keeps receive buffers posted, polls the device, handles what completed.
+    pub(super) fn progress_locked(&self, g: &mut Inner) {
+        if !g.enabled {
+            return;
+        }
+        while g.posted_rx < g.rx_target {
+            let b = g.buf();
+            match g.dev.post_recv(b, 0) {
+                Ok(()) => g.posted_rx += 1,
+                Err((_, b)) => {
+                    g.recycle(b);
+                    break;
+                }
+            }
+        }
+        for _ in 0..4 {
+            let mut comps = core::mem::take(&mut g.comps);
+            comps.clear();
+            g.dev.poll(&mut comps, POLL_BATCH);
+            let n = comps.len();
+            for c in comps.drain(..) {
+                match c {
+                    Completion::Recv {
+                        buf, off, len, src, ..
+                    } => {
+                        g.posted_rx -= 1;
+                        self.handle_packet(g, src, &buf[off..off + len]);
+                        // Repost the same buffer at once.
+                        match g.dev.post_recv(buf, 0) {
+                            Ok(()) => g.posted_rx += 1,
+                            Err((_, b)) => g.recycle(b),
+                        }
+                    }
+                    Completion::Send { wr_id, status, buf } => {
+                        self.send_done(g, wr_id, status, buf)
+                    }
+                }
+            }
+            g.comps = comps;
+            if !g.queued.is_empty() {
+                g.flush_queued();
+            }
+            if n < POLL_BATCH {
+                break;
+            }
+        }
+    }
+
+    fn send_done(
+        &self,
+        g: &mut Inner,
+        wr_id: u64,
+        status: core::result::Result<(), DevError>,
+        buf: Vec<u8>,
+    ) {
+        let Some(sent) = g.sent.remove(wr_id) else {
+            g.recycle(buf);
+            return;
+        };
+        match status {
+            Ok(()) => {
+                g.recycle(buf);
+                match sent.owner {
+                    Owner::Tx(id) => {
+                        if let Some(t) = g.txes.get_mut(id) {
+                            t.in_flight = t.in_flight.saturating_sub(1);
+                            t.done += sent.payload;
+                        }
+                        g.maybe_complete_tx(id);
+                    }
+                    Owner::Rx(id) => {
+                        // A read we answered: done once everything went out.
+                        if let Some(r) = g.rxes.get(id)
+                            && let RxKind::Read { sent: s, .. } = r.kind
+                            && s >= r.total
+                        {
+                            g.rxes.remove(id);
+                        }
+                    }
+                    Owner::Ctrl => {}
+                }
+            }
+            Err(DevError::Rnr) => {
+                // efa-reference §6: resource management enabled — queue the packet again and
+                // back off from this peer.
+                let p = sent.peer;
+                let peer = &mut g.peers[p];
+                peer.backoff_us = if peer.backoff_us == 0 {
+                    if g.knobs.timeout_interval_us > 0 {
+                        g.knobs.timeout_interval_us
+                    } else {
+                        40 + crate::sys::random::u64() % 81
+                    }
+                } else {
+                    (peer.backoff_us * 2).min(g.knobs.max_timeout_us.max(1))
+                };
+                peer.backoff_until =
+                    Some(Instant::now() + std::time::Duration::from_micros(peer.backoff_us));
+                let len = buf.len() - HEADROOM;
+                g.queued.push_back(Queued {
+                    peer: p,
+                    buf,
+                    len,
+                    sent,
+                });
+            }
+            Err(e) => {
+                g.recycle(buf);
+                let p = sent.peer;
+                if e == DevError::Unreachable {
+                    self.peer_died(g, p);
+                }
+                g.pkt_failed(sent, e.errno(), e.prov_errno());
+            }
+        }
+    }
+
+    /// A peer stopped answering: every operation waiting on it fails (efa-reference §6).
+    pub(super) fn peer_died(&self, g: &mut Inner, p: usize) {
+        if g.peers[p].dead {
+            return;
+        }
+        g.peers[p].dead = true;
+        let addr = g.peers[p].addr;
+        g.dev.abandon(addr);
+        for id in g.txes.ids_where(|t| t.peer == p) {
+            g.fail_tx(id, Errno::CONNABORTED, 13);
+        }
+        let rx_cq = g.rx_cq.clone();
+        for id in g.rxes.ids_where(|r| r.peer == p) {
+            if let Some(r) = g.rxes.remove(id)
+                && let RxKind::Recv(recv) = r.kind
+                && let Some(cq) = &rx_cq
+            {
+                let mut e = CqErrEntry::new(
+                    recv.context,
+                    FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG },
+                    Errno::CONNABORTED,
+                );
+                e.prov_errno = 13;
+                cq.push_err(e);
+            }
+        }
+        g.rxq
+            .drain_unexpected(|u| g.rxes.get(u.payload).is_none_or(|r| r.peer == p));
+        g.peers[p].waiting.clear();
+    }
+}
+
+impl Progress for RdmEndpoint {
+    fn progress(&self) {
+        let Ok(mut g) = self.inner.try_lock() else {
+            return;
+        };
+        self.progress_locked(&mut g);
+    }
+
+    fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.wait_fd
+    }
+}
+
+impl Endpoint for RdmEndpoint {
+    fn bind(&self, target: Bind, flags: u64) -> Result<()> {
+        let mut g = self.lock();
+        if g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        let me: Weak<dyn Progress> = self.me.clone();
+        match target {
+            Bind::Av(av) => {
+                if flags != 0 {
+                    return Err(Errno::BADFLAGS);
+                }
+                if av.codec().addr_format() != FI_ADDR_EFA {
+                    return Err(Errno::INVAL);
+                }
+                g.av = Some(av);
+            }
+            Bind::Cq(cq) => {
+                if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0
+                    || flags & (FI_TRANSMIT | FI_RECV) == 0
+                {
+                    return Err(Errno::BADFLAGS);
+                }
+                cq.add_source(me);
+                cq.set_prov_strerror(super::super::prov_strerror);
+                let selective = flags & FI_SELECTIVE_COMPLETION != 0;
+                if flags & FI_TRANSMIT != 0 {
+                    g.tx_cq = Some(cq.clone());
+                }
+                if flags & FI_RECV != 0 {
+                    g.rx_cq = Some(cq);
+                }
+                self.flags.set_selective(
+                    selective && flags & FI_TRANSMIT != 0,
+                    selective && flags & FI_RECV != 0,
+                );
+            }
+            Bind::Cntr(c) => {
+                // Remote counters need FI_RMA_EVENT, which efa does not offer (§5).
+                let known = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+                if flags & !known != 0 || flags == 0 {
+                    return Err(Errno::BADFLAGS);
+                }
+                c.add_source(me);
+                if flags & FI_SEND != 0 {
+                    g.cntr.send = Some(c.clone());
+                }
+                if flags & FI_RECV != 0 {
+                    g.cntr.recv = Some(c.clone());
+                }
+                if flags & FI_READ != 0 {
+                    g.cntr.read = Some(c.clone());
+                }
+                if flags & FI_WRITE != 0 {
+                    g.cntr.write = Some(c);
+                }
+            }
+            Bind::Eq(_) => return Err(Errno::NOSYS),
+        }
+        Ok(())
+    }
+
+    fn enable(&self) -> Result<()> {
+        let mut g = self.lock();
+        if g.enabled {
+            return Ok(());
+        }
+        if g.av.is_none() {
+            return Err(Errno::NOAV);
+        }
+        if g.tx_cq.is_none() && g.rx_cq.is_none() && g.cntr.send.is_none() && g.cntr.recv.is_none()
+        {
+            return Err(Errno::NOCQ);
+        }
+        g.enabled = true;
+        self.progress_locked(&mut g);
+        Ok(())
+    }
+
+    fn getname(&self) -> Result<Vec<u8>> {
+        Ok(self.lock().dev.addr().to_bytes().to_vec())
+    }
+
+    fn getopt(&self, level: i32, name: i32, val: &mut [u8], needed: &mut usize) -> Result<usize> {
+        super::getopt(self, level, name, val, needed)
+    }
+
+    fn setopt(&self, level: i32, name: i32, val: &[u8]) -> Result<()> {
+        super::setopt(self, level, name, val)
+    }
+
+    fn cancel(&self, context: usize) -> Result<()> {
+        let mut g = self.lock();
+        let (recv, tagged) = g.rxq.cancel(context).ok_or(Errno::NOENT)?;
+        if let Some(cq) = &g.rx_cq {
+            let mut e = CqErrEntry::new(
+                recv.context,
+                FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                Errno::CANCELED,
+            );
+            e.tag = recv.tag;
+            cq.push_err(e);
+        }
+        Ok(())
+    }
+
+    fn tx_size_left(&self) -> Result<usize> {
+        let g = self.lock();
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        Ok((g.knobs.tx_size * 4).saturating_sub(g.txes.len()))
+    }
+
+    fn rx_size_left(&self) -> Result<usize> {
+        let g = self.lock();
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        Ok(g.knobs.rx_size.saturating_sub(g.rxq.posted()))
+    }
+
+    fn recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        self.post_recv(op, tagged)
+    }
+
+    fn send(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        self.post_send(op, tagged)
+    }
+
+    fn read(&self, op: &RmaOp<'_>) -> Result<()> {
+        self.post_rma(op, true)
+    }
+
+    fn write(&self, op: &RmaOp<'_>) -> Result<()> {
+        self.post_rma(op, false)
+    }
+
+    fn atomic(&self, op: &AtomicOp<'_>) -> Result<()> {
+        self.post_atomic(op)
+    }
+
+    fn atomic_valid(&self, kind: AtomicKind, datatype: u32, op: u32) -> Result<usize> {
+        if self.caps & FI_ATOMIC == 0 {
+            return Err(Errno::NOSYS);
+        }
+        let mtu = self.lock().mtu;
+        super::atomic_count(kind, datatype, op, mtu)
+    }
+
+    fn close(&self) -> Result<()> {
+        let mut g = self.lock();
+        g.enabled = false;
+        Ok(())
+    }
+}
