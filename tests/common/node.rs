@@ -44,14 +44,27 @@ pub struct Node {
 impl Node {
     /// Opens an endpoint of `prov` for `hints`-like caps.
     pub fn open(prov: &dyn Provider, caps: u64) -> Node {
+        Self::open_where(prov, caps, |_| true)
+    }
+
+    /// Opens an endpoint on the first getinfo entry that `pick` accepts.
+    pub fn open_where(prov: &dyn Provider, caps: u64, pick: impl Fn(&Info) -> bool) -> Node {
         let hints = Info {
             caps,
             ..Default::default()
         };
+        Self::open_hints(prov, &hints, pick)
+    }
+
+    /// Opens an endpoint on the first entry for `hints` that `pick` accepts.
+    pub fn open_hints(prov: &dyn Provider, hints: &Info, pick: impl Fn(&Info) -> bool) -> Node {
+        let hints = hints.clone();
         let info = prov
             .getinfo(fi_version(2, 6), None, None, 0, Some(&hints))
             .expect("getinfo")
-            .remove(0);
+            .into_iter()
+            .find(|i| pick(i))
+            .expect("no matching getinfo entry");
         let fabric = prov.fabric(&info.fabric_attr).expect("fabric");
         let domain = fabric.domain(&info).expect("domain");
         let ep = domain.endpoint(&info).expect("endpoint");
@@ -84,8 +97,11 @@ impl Node {
             FI_SEND | FI_RECV | FI_READ | FI_WRITE,
         )
         .unwrap();
-        ep.bind(Bind::Cntr(rcntr.clone()), FI_REMOTE_READ | FI_REMOTE_WRITE)
-            .unwrap();
+        // Remote-access counters exist only with FI_RMA_EVENT (fi_cntr(3)).
+        if info.caps & FI_RMA_EVENT != 0 {
+            ep.bind(Bind::Cntr(rcntr.clone()), FI_REMOTE_READ | FI_REMOTE_WRITE)
+                .unwrap();
+        }
         ep.enable().unwrap();
         Node {
             domain,
