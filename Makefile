@@ -17,7 +17,7 @@ STATICLIB := target/release/libfabric.a
 CFLAGS    ?= -O2 -g
 export CARGO_TERM_COLOR ?= never
 
-.PHONY: all lib demo test bench install clean deps test-rust lint
+.PHONY: all lib demo test bench install clean deps test-rust lint FORCE
 
 all: lib
 
@@ -31,7 +31,9 @@ lib: $(LIBDIR)/$(SONAME)
 
 RUST_SOURCES := $(shell find src -name '*.rs' -o -name '*.c') Cargo.toml build.rs
 
-$(STATICLIB): $(RUST_SOURCES)
+# Always ask cargo: it knows when the archive is stale, including when another build (e.g. a
+# plain `cargo build --release`) replaced it with one made without the versioned symbols.
+$(STATICLIB): $(RUST_SOURCES) FORCE
 	$(CARGO) build --release --features versioned-symbols
 
 # rustc cannot give a cdylib upstream's version nodes: link the staticlib ourselves with the
@@ -78,3 +80,5 @@ test: deps
 	$(MAKE) lib
 	$(MAKE) lint test-rust $(TEST_TARGETS)
 	@echo "make test: all passed"
+
+FORCE:
