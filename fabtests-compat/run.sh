@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Runs our fabtests-style programs (built against Debian's installed libfabric headers and
+# linked against Debian's libfabric.so.1) on our library, server and client as two processes.
+#
+#   run.sh demo <bindir> <libdir>   the README's demo: write bandwidth over efa and shm
+#   run.sh test <bindir> <libdir>   every RMA operation over every provider, data checked,
+#                                   loaded by library path and by LD_PRELOAD
+set -uo pipefail
+mode=${1:?usage: run.sh demo|test <bindir> <libdir>}
+bindir=$(cd "${2:?}" && pwd)
+libdir=$(cd "${3:?}" && pwd)
+port=$((20000 + RANDOM % 20000))
+fails=0
+
+# Each provider with the domain to use: efa's software SRD device on loopback, so that the two
+# processes talk over UDP as they would between hosts.
+targets=("efa -d srd_lo-rdm" "shm")
+
+# $1: env assignment that loads our library; then rma_bw arguments. Prints the client's
+# table; returns non-zero (and shows both sides) when either side fails or the loaded library
+# is not ours.
+pair() {
+	local load=$1; shift
+	port=$((port + 1))
+	local srv out rc src
+	srv=$(mktemp)
+	env "$load" timeout 120 "$bindir/rma_bw" -B $port "$@" >"$srv" 2>&1 &
+	local spid=$!
+	out=$(env "$load" timeout 120 "$bindir/rma_bw" -P $port "$@" 127.0.0.1 2>&1)
+	rc=$?
+	wait $spid
+	src=$?
+	if [ $rc -ne 0 ] || [ $src -ne 0 ] || ! grep -q "^rma_bw: libfabric 2\.6," <<<"$out"; then
+		echo "FAIL: rma_bw $* [$load] (client rc=$rc, server rc=$src)"
+		echo "--- client:"; echo "$out"; echo "--- server:"; cat "$srv"
+		rm -f "$srv"
+		return 1
+	fi
+	rm -f "$srv"
+	grep -v '^rma_bw: ' <<<"$out"
+}
+
+case $mode in
+demo)
+	for t in "${targets[@]}"; do
+		echo "== rma_bw -o write over ${t%% *} (two processes, $(nproc) cores)"
+		# shellcheck disable=SC2086
+		pair "LD_LIBRARY_PATH=$libdir" -p $t -o write || fails=$((fails + 1))
+		echo
+	done
+	;;
+test)
+	for load in "LD_LIBRARY_PATH=$libdir" "LD_PRELOAD=$libdir/libfabric.so.1"; do
+		for t in "${targets[@]}"; do
+			for op in write read writedata; do
+				# shellcheck disable=SC2086
+				if out=$(pair "$load" -p $t -o $op -S all -I 20 -w 2 -v); then
+					echo "ok: ${load%%=*} ${t%% *} $op: 1 B .. 8 MiB, data checked; 1m: $(awk '$1 == "1m" { print $5 " MB/s" }' <<<"$out")"
+				else
+					echo "$out"
+					fails=$((fails + 1))
+				fi
+			done
+		done
+	done
+	;;
+*) echo "usage: run.sh demo|test <bindir> <libdir>"; exit 2 ;;
+esac
+[ $fails -eq 0 ] || { echo "fabtests-compat: $fails run(s) failed"; exit 1; }
+[ "$mode" = test ] && echo "fabtests-compat: all runs passed"
+exit 0
