@@ -185,7 +185,8 @@ pub trait Device: Send {
     fn max_recv(&self) -> usize;
 
     /// Sends `buf[HEADROOM..HEADROOM + len]` reliably to `dest`. The buffer comes back in the
-    /// completion. `AGAIN` when the send queue is full.
+    /// completion. `AGAIN` when the send queue is full. The datagram may wait for the next
+    /// `poll` or `flush`, so that one system call carries several.
     fn post_send(
         &mut self,
         dest: EfaAddr,
@@ -208,6 +209,9 @@ pub trait Device: Send {
 
     /// Drives I/O and timers; appends up to `max` completions.
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize);
+
+    /// Puts on the wire whatever `post_send` queued.
+    fn flush(&mut self) {}
 
     /// `FI_OPT_EFA_RNR_RETRY`.
     fn set_rnr_retry(&mut self, n: u32);

@@ -103,6 +103,7 @@ pub struct UdpDevice {
     rx_meta: Vec<(usize, SocketAddr)>,
     /// Transmissions the kernel has not taken yet (socket buffer full).
     backlog: VecDeque<Transmit<SocketAddr>>,
+    tx_batch: Vec<Transmit<SocketAddr>>,
     /// Unreliable datagrams waiting for the socket, and their completions.
     unreliable: VecDeque<(SocketAddr, u64, Vec<u8>)>,
     unreliable_done: VecDeque<(u64, Vec<u8>)>,
@@ -113,6 +114,8 @@ pub struct UdpDevice {
     /// Delayed (injected) datagrams: release time, destination, bytes.
     delayed: BinaryHeap<core::cmp::Reverse<(Time, SocketAddrOrd, Vec<u8>)>>,
     timer: TimerFd,
+    /// The deadline the timer is armed for (device time), if any.
+    armed: Option<Time>,
     wait: Epoll,
 }
 
@@ -148,6 +151,7 @@ impl UdpDevice {
             rx_bufs: (0..BATCH).map(|_| vec![0u8; buf_len]).collect(),
             rx_meta: Vec::with_capacity(BATCH),
             backlog: VecDeque::new(),
+            tx_batch: Vec::with_capacity(BATCH),
             unreliable: VecDeque::new(),
             unreliable_done: VecDeque::new(),
             sends: 0,
@@ -156,12 +160,29 @@ impl UdpDevice {
             injector: cfg.faults.map(Injector::new),
             delayed: BinaryHeap::new(),
             timer,
+            armed: None,
             wait,
         })
     }
 
     fn now(&self) -> Time {
         self.origin.elapsed().as_nanos() as Time
+    }
+
+    /// Keeps the timer at or before `next`. Re-arming costs two system calls, so an earlier
+    /// deadline still pending is kept: waking early costs one poll. A deadline that passed is
+    /// drained (or the wait fd would stay readable) and replaced.
+    fn arm(&mut self, now: Time, next: Option<Time>) {
+        let keep = match (self.armed, next) {
+            (Some(a), Some(n)) => a > now && a <= n,
+            (Some(a), None) => a > now,
+            (None, None) => true,
+            (None, Some(_)) => false,
+        };
+        if !keep {
+            self.timer.set(next.map(|t| t.saturating_sub(now)));
+            self.armed = next;
+        }
     }
 
     fn receive(&mut self, now: Time, out: &mut Vec<Completion>) {
@@ -230,7 +251,9 @@ impl UdpDevice {
             return;
         }
         loop {
-            let mut batch: Vec<Transmit<SocketAddr>> = Vec::with_capacity(BATCH);
+            // No allocation per batch: the transmit list is reused, the slices live on the stack.
+            let mut batch = core::mem::take(&mut self.tx_batch);
+            batch.clear();
             while batch.len() < BATCH {
                 match self.backlog.pop_front().or_else(|| self.t.poll_transmit()) {
                     Some(t) => batch.push(t),
@@ -238,24 +261,30 @@ impl UdpDevice {
                 }
             }
             if batch.is_empty() {
+                self.tx_batch = batch;
                 return;
             }
-            let items: Vec<(SocketAddr, &[u8])> = batch
-                .iter()
-                .filter_map(|t| match t {
+            let unspecified = SocketAddr::from(([0u8; 4], 0));
+            let mut items: [(SocketAddr, &[u8]); BATCH] = [(unspecified, &[]); BATCH];
+            let mut n = 0;
+            for t in &batch {
+                let item = match t {
                     Transmit::Data { dest, peer, seq } => {
                         self.t.datagram(*peer, *seq).map(|b| (*dest, b))
                     }
                     Transmit::Ctrl { dest, bytes, len } => Some((*dest, &bytes[..*len])),
-                })
-                .collect();
-            let n = items.len();
-            let sent = self.sock.send_batch(&items);
+                };
+                if let Some(item) = item {
+                    items[n] = item;
+                    n += 1;
+                }
+            }
+            let sent = self.sock.send_batch(&items[..n]);
             if sent < n {
                 // The socket buffer is full: keep the rest, in order, for the next poll. (Data
                 // datagrams already acknowledged were filtered out above; their slots skip.)
                 let mut kept = 0;
-                for t in batch.into_iter() {
+                for t in batch.drain(..) {
                     let live = match &t {
                         Transmit::Data { peer, seq, .. } => self.t.datagram(*peer, *seq).is_some(),
                         Transmit::Ctrl { .. } => true,
@@ -267,8 +296,10 @@ impl UdpDevice {
                         kept += 1;
                     }
                 }
+                self.tx_batch = batch;
                 return;
             }
+            self.tx_batch = batch;
         }
     }
 
@@ -305,7 +336,7 @@ impl Device for UdpDevice {
     fn post_send(
         &mut self,
         dest: EfaAddr,
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
         len: usize,
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)> {
@@ -315,10 +346,10 @@ impl Device for UdpDevice {
         if self.sends >= self.max_send {
             return Err((Errno::AGAIN, buf));
         }
-        buf.truncate(HEADROOM + len);
         self.sends += 1;
         let now = self.now();
-        self.t.send(
+        // The buffer stays whole: it comes back for reuse without being zeroed again.
+        self.t.send_prefix(
             now,
             PeerKey {
                 addr: dest.socket(),
@@ -326,8 +357,8 @@ impl Device for UdpDevice {
             },
             wr_id,
             buf,
+            HEADROOM + len,
         );
-        self.transmit(now);
         Ok(())
     }
 
@@ -405,7 +436,15 @@ impl Device for UdpDevice {
             .into_iter()
             .flatten()
             .min();
-        self.timer.set(next.map(|t| t.saturating_sub(self.now())));
+        self.arm(now, next);
+    }
+
+    fn flush(&mut self) {
+        if self.backlog.is_empty() && !self.t.has_transmits() {
+            return;
+        }
+        let now = self.now();
+        self.transmit(now);
     }
 
     fn set_rnr_retry(&mut self, n: u32) {

@@ -244,6 +244,8 @@ pub(super) struct Sent {
     pub owner: Owner,
     pub peer: usize,
     pub payload: usize,
+    /// Packet length after HEADROOM: the device gives the buffer back whole.
+    pub len: usize,
 }
 
 /// A packet waiting to go (device queue full, peer in RNR back-off).
@@ -252,6 +254,30 @@ pub(super) struct Queued {
     pub buf: Vec<u8>,
     pub len: usize,
     pub sent: Sent,
+}
+
+/// The endpoint's state, locked. Packets posted while it is held leave in one batch when it is
+/// released (the device may hold them until `flush`), so a call that answers several packets or
+/// a progress pass costs one system call, not one per packet.
+pub(super) struct Locked<'a>(MutexGuard<'a, Inner>);
+
+impl core::ops::Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.0
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        self.0.dev.flush();
+    }
 }
 
 pub(super) struct Inner {
@@ -342,8 +368,8 @@ impl RdmEndpoint {
         })
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    pub(super) fn lock(&self) -> Locked<'_> {
+        Locked(self.inner.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// Packets dropped as malformed or spoofed, and remote accesses refused.
@@ -495,6 +521,7 @@ impl Inner {
                 owner,
                 peer,
                 payload,
+                len,
             },
         };
         if !self.queued.is_empty() || self.peers[peer].backoff_until.is_some() {
@@ -514,6 +541,7 @@ impl Inner {
                     owner: Owner::Ctrl,
                     peer: q.peer,
                     payload: 0,
+                    len: q.len,
                 });
                 if e == Errno::AGAIN {
                     self.queued.push_front(Queued {
@@ -555,6 +583,7 @@ impl Inner {
                     owner: Owner::Ctrl,
                     peer: q.peer,
                     payload: 0,
+                    len: q.len,
                 });
                 if e == Errno::AGAIN {
                     rest.push_back(Queued {
@@ -1282,7 +1311,7 @@ impl RdmEndpoint {
                 };
                 peer.backoff_until =
                     Some(Instant::now() + std::time::Duration::from_micros(peer.backoff_us));
-                let len = buf.len() - HEADROOM;
+                let len = sent.len;
                 g.queued.push_back(Queued {
                     peer: p,
                     buf,

@@ -126,7 +126,9 @@ pub enum Arrival {
 #[derive(Debug)]
 struct Slot {
     wr_id: u64,
+    /// The buffer as the caller gave it; the datagram is its first `len` bytes.
     datagram: Vec<u8>,
+    len: usize,
     first_sent: Time,
     /// When the next retransmission is due (for one in flight) or when an RNR back-off ends.
     due: Time,
@@ -145,8 +147,8 @@ struct Peer<A> {
     /// Sequence of `slots[0]`.
     base: u32,
     slots: VecDeque<Slot>,
-    /// Sends waiting for window room: (wr_id, datagram).
-    queued: VecDeque<(u64, Vec<u8>)>,
+    /// Sends waiting for window room: (wr_id, buffer, datagram length).
+    queued: VecDeque<(u64, Vec<u8>, usize)>,
     cwnd: f64,
     ssthresh: f64,
     srtt: Option<Time>,
@@ -219,6 +221,8 @@ pub struct Transport<A> {
     peers: Vec<Peer<A>>,
     index: HashMap<PeerKey<A>, usize>,
     transmits: VecDeque<Transmit<A>>,
+    /// Peers whose `ack_due` is set.
+    acks_due: Vec<usize>,
     completions: VecDeque<(u64, Status, Vec<u8>)>,
     stats: Stats,
     rng: u64,
@@ -233,6 +237,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             peers: Vec::new(),
             index: HashMap::new(),
             transmits: VecDeque::new(),
+            acks_due: Vec::new(),
             completions: VecDeque::new(),
             stats: Stats::default(),
             rng: seed | 1,
@@ -278,16 +283,31 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
 
     /// Sends `datagram` (whose first [`wire::DATA_HEADER`] bytes are ours to fill) reliably to
     /// `dest`; its completion carries `wr_id` and gives the buffer back.
-    pub fn send(&mut self, now: Time, dest: PeerKey<A>, wr_id: u64, mut datagram: Vec<u8>) {
-        if datagram.len() < DATA_HEADER {
-            datagram.resize(DATA_HEADER, 0);
+    pub fn send(&mut self, now: Time, dest: PeerKey<A>, wr_id: u64, datagram: Vec<u8>) {
+        let len = datagram.len();
+        self.send_prefix(now, dest, wr_id, datagram, len);
+    }
+
+    /// [`Transport::send`] of the first `len` bytes of `buf`. The buffer comes back whole in
+    /// the completion, so a caller can reuse it without re-initialising it.
+    pub fn send_prefix(
+        &mut self,
+        now: Time,
+        dest: PeerKey<A>,
+        wr_id: u64,
+        mut buf: Vec<u8>,
+        len: usize,
+    ) {
+        let len = len.clamp(DATA_HEADER, buf.len().max(DATA_HEADER));
+        if buf.len() < len {
+            buf.resize(len, 0);
         }
         let p = self.peer(dest, now);
         let peer = &mut self.peers[p];
         if !peer.busy() {
             peer.last_progress = now;
         }
-        peer.queued.push_back((wr_id, datagram));
+        peer.queued.push_back((wr_id, buf, len));
         self.fill_window(now, p);
     }
 
@@ -308,7 +328,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         while peer.in_flight() < (peer.cwnd as usize).max(1)
             && peer.in_flight() < self.cfg.max_window as usize
         {
-            let Some((wr_id, mut datagram)) = peer.queued.pop_front() else {
+            let Some((wr_id, mut datagram, len)) = peer.queued.pop_front() else {
                 break;
             };
             let seq = peer.next_seq;
@@ -323,10 +343,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 base: peer.base,
             }
             .emit(&mut datagram);
-            wire::seal(&mut datagram);
+            wire::seal(&mut datagram[..len]);
             peer.slots.push_back(Slot {
                 wr_id,
                 datagram,
+                len,
                 first_sent: now,
                 due: now + peer.rto,
                 transmissions: 1,
@@ -347,7 +368,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     pub fn datagram(&self, peer: usize, seq: u32) -> Option<&[u8]> {
         let p = self.peers.get(peer)?;
         let i = seq.wrapping_sub(p.base) as usize;
-        p.slots.get(i).filter(|s| !s.acked).map(|s| &s.datagram[..])
+        p.slots
+            .get(i)
+            .filter(|s| !s.acked)
+            .map(|s| &s.datagram[..s.len])
+    }
+
+    /// Whether `poll_transmit` has anything (data or pending acknowledgements).
+    pub fn has_transmits(&self) -> bool {
+        !self.transmits.is_empty() || self.acks_pending()
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit<A>> {
@@ -374,13 +403,26 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     }
 
     /// Emits the acknowledgements owed after a batch of arrivals (one per peer).
+    /// Notes that `peer` (index `p`) owes an acknowledgement.
+    fn due(list: &mut Vec<usize>, peer: &mut Peer<A>, p: usize) {
+        if !peer.ack_due {
+            peer.ack_due = true;
+            list.push(p);
+        }
+    }
+
+    fn acks_pending(&self) -> bool {
+        !self.acks_due.is_empty()
+    }
+
     pub fn flush_acks(&mut self) {
         let qkey = self.cfg.qkey;
-        for i in 0..self.peers.len() {
-            if !self.peers[i].ack_due {
+        let mut due = core::mem::take(&mut self.acks_due);
+        for i in due.drain(..) {
+            let p = &mut self.peers[i];
+            if !p.ack_due {
                 continue;
             }
-            let p = &mut self.peers[i];
             p.ack_due = false;
             let r = Repr::Ack {
                 dst_qkey: p.key.qkey,
@@ -392,6 +434,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.ctrl(dest, r);
             self.stats.acks_sent += 1;
         }
+        self.acks_due = due;
     }
 
     /// Processes one datagram from `from`. `rx_ready` tells whether a receive buffer is posted
@@ -486,7 +529,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         if seq_lt(seq, peer.expected) {
             self.stats.duplicates += 1;
-            peer.ack_due = true;
+            Self::due(&mut self.acks_due, peer, p);
             return Arrival::Nothing;
         }
         let off = seq.wrapping_sub(peer.expected);
@@ -496,7 +539,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         if peer.received & (1 << off) != 0 {
             self.stats.duplicates += 1;
-            peer.ack_due = true;
+            Self::due(&mut self.acks_due, peer, p);
             return Arrival::Nothing;
         }
         if !rx_ready {
@@ -511,7 +554,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         peer.received |= 1 << off;
         peer.settle();
-        peer.ack_due = true;
+        Self::due(&mut self.acks_due, peer, p);
         self.stats.delivered += 1;
         Arrival::Deliver {
             src_qkey: key.qkey,
@@ -727,7 +770,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             }
         }
         peer.base = peer.next_seq;
-        for (wr_id, buf) in peer.queued.drain(..) {
+        for (wr_id, buf, _) in peer.queued.drain(..) {
             self.completions.push_back((wr_id, status, buf));
         }
         peer.cwnd = self.cfg.initial_window.min(self.cfg.max_window) as f64;
