@@ -63,6 +63,17 @@ test)
 			done
 		done
 	done
+	# The software SRD under a faulty network (dropped, duplicated, corrupted and delayed
+	# datagrams, injected by the UDP device): every byte still arrives intact.
+	faults="loss=3,dup=1,corrupt=1,delay_us=200,seed=7"
+	for op in write read writedata; do
+		if out=$(FABRIC_SRD_FAULTS=$faults pair "LD_LIBRARY_PATH=$libdir" -p efa -d srd_lo-rdm -o $op -S all -I 20 -w 2 -v); then
+			echo "ok: efa $op with FABRIC_SRD_FAULTS=$faults: 1 B .. 8 MiB, data checked"
+		else
+			echo "$out"
+			fails=$((fails + 1))
+		fi
+	done
 	;;
 *) echo "usage: run.sh demo|test <bindir> <libdir>"; exit 2 ;;
 esac
