@@ -17,5 +17,6 @@ test-fabtests: lib fabtests
 	fabtests-compat/run.sh test $(FABTESTS_BIN) $(LIBDIR)
 
 demo: deps
+	@echo "building $(LIBDIR)/$(SONAME) and $(FABTESTS_BIN)/rma_bw (the first build takes a few minutes)"
 	@$(MAKE) -s lib fabtests >/dev/null 2>&1 || $(MAKE) lib fabtests
 	@fabtests-compat/run.sh demo $(FABTESTS_BIN) $(LIBDIR)
