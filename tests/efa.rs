@@ -442,3 +442,21 @@ fn a_dead_peer_fails_pending_operations() {
         e.err
     );
 }
+
+#[test]
+fn answers_leave_with_the_progress_pass_that_made_them() {
+    // The target reads its completion and then never calls into the library again: the
+    // RECEIPT it owes (delivery complete) must already be on the wire, or the initiator's send
+    // never completes.
+    let (a, b, ab, _) = pair();
+    let (_d, dv) = buf(64);
+    let (s, sv) = buf(64);
+    s.copy_from_slice(&pattern(64, 11));
+    b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 21, 0), false)
+        .unwrap();
+    a.ep.send(&msg(&[sv], ab, 0, 22, FI_DELIVERY_COMPLETE), false)
+        .unwrap();
+    assert_eq!(wait_ok(&b, &a).op_context, 21);
+    let done = a.wait(10).expect("delivery-complete send succeeds");
+    assert_eq!(done.op_context, 22);
+}

@@ -1364,9 +1364,12 @@ impl RdmEndpoint {
 
 impl Progress for RdmEndpoint {
     fn progress(&self) {
-        let Ok(mut g) = self.inner.try_lock() else {
+        // Another thread holding the lock is progressing already.
+        let Ok(g) = self.inner.try_lock() else {
             return;
         };
+        // Through `Locked`, so what this pass answered leaves when it ends.
+        let mut g = Locked(g);
         self.progress_locked(&mut g);
     }
 
