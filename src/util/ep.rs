@@ -114,6 +114,21 @@ impl OpFlags {
         }
     }
 
+    /// Checks the flags of a CQ binding (fi_endpoint(3) `fi_ep_bind`: FI_TRANSMIT and/or
+    /// FI_RECV, optionally FI_SELECTIVE_COMPLETION) and records selective completion. Returns
+    /// whether the CQ takes transmit and receive completions.
+    pub fn bind_cq(&self, flags: u64) -> crate::core::Result<(bool, bool)> {
+        if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0
+            || flags & (FI_TRANSMIT | FI_RECV) == 0
+        {
+            return Err(crate::core::Errno::BADFLAGS);
+        }
+        let (tx, rx) = (flags & FI_TRANSMIT != 0, flags & FI_RECV != 0);
+        let selective = flags & FI_SELECTIVE_COMPLETION != 0;
+        self.set_selective(selective && tx, selective && rx);
+        Ok((tx, rx))
+    }
+
     pub fn set_selective(&self, tx: bool, rx: bool) {
         let mut v = self.selective.load(Ordering::Relaxed);
         if tx {

@@ -219,24 +219,15 @@ impl Endpoint for DgramEndpoint {
                 g.av = Some(av);
             }
             Bind::Cq(cq) => {
-                if flags & !(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION) != 0
-                    || flags & (FI_TRANSMIT | FI_RECV) == 0
-                {
-                    return Err(Errno::BADFLAGS);
-                }
+                let (tx, rx) = self.flags.bind_cq(flags)?;
                 cq.add_source(me);
                 cq.set_prov_strerror(super::prov_strerror);
-                let selective = flags & FI_SELECTIVE_COMPLETION != 0;
-                if flags & FI_TRANSMIT != 0 {
+                if tx {
                     g.tx_cq = Some(cq.clone());
                 }
-                if flags & FI_RECV != 0 {
+                if rx {
                     g.rx_cq = Some(cq);
                 }
-                self.flags.set_selective(
-                    selective && flags & FI_TRANSMIT != 0,
-                    selective && flags & FI_RECV != 0,
-                );
             }
             Bind::Cntr(c) => {
                 if flags & !(FI_SEND | FI_RECV) != 0 || flags == 0 {
