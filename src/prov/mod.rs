@@ -18,4 +18,7 @@ pub fn info_providers() -> Vec<&'static dyn InfoProvider> {
 }
 
 /// Defines every provider's parameters (for `fi_getparams` / `fi_info -e`).
-pub fn define_params() {}
+pub fn define_params() {
+    efa::define_params();
+    shm::define_params();
+}

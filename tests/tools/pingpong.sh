@@ -42,6 +42,19 @@ run_pair() { # $1: label, $2: largest size the run must reach, then fi_pingpong 
 	rm -f "$srv"
 }
 
+# fi_info's other listings go through fi_tostr (-v) and fi_getparams (-e).
+fi_info_lists() {
+	local out
+	out=$(LD_LIBRARY_PATH=$libdir fi_info -v 2>&1) && grep -q "^fi_info:" <<<"$out" &&
+		grep -q "domain_attr:" <<<"$out" && grep -q "prov_name: efa" <<<"$out" ||
+		{ echo "FAIL: fi_info -v"; echo "$out" | head -20; return 1; }
+	out=$(LD_LIBRARY_PATH=$libdir fi_info -e 2>&1) && grep -q "FI_LOG_LEVEL" <<<"$out" &&
+		grep -q "FI_EFA_TX_SIZE" <<<"$out" && grep -q "FI_SHM_" <<<"$out" ||
+		{ echo "FAIL: fi_info -e"; echo "$out" | head -20; return 1; }
+	echo "ok: fi_info -v and -e"
+}
+fi_info_lists || fails=$((fails + 1))
+
 provs=$(LD_LIBRARY_PATH=$libdir fi_info -l 2>/dev/null | sed -n 's/^\([a-z0-9_;]*\):$/\1/p')
 [ -n "$provs" ] || { echo "FAIL: our library lists no provider"; exit 1; }
 

@@ -118,8 +118,22 @@ impl Knobs {
 pub const TX_SIZE: usize = 4096;
 pub const RX_SIZE: usize = 8192;
 
+/// Defines every efa parameter up front (upstream defines them when the provider loads), so
+/// that `fi_getparams` / `fi_info -e` list them before any domain opens.
+pub fn define_params() {
+    let _ = Knobs::load();
+    let _ = shm_transfer_enabled();
+    let _ = device_knobs();
+}
+
 /// Device selection and settings (`FI_EFA_IFACE`, `FI_EFA_MTU_SIZE`, RNR parameters).
 fn devices() -> Vec<UdpDeviceInfo> {
+    let (iface, mtu) = device_knobs();
+    device::udp::discover(iface.as_deref(), (mtu > 0).then_some(mtu))
+}
+
+/// `FI_EFA_IFACE` and `FI_EFA_MTU_SIZE` (0: the interface's MTU).
+fn device_knobs() -> (Option<String>, usize) {
     let iface = knob_str(
         PROV_NAME,
         "iface",
@@ -131,7 +145,7 @@ fn devices() -> Vec<UdpDeviceInfo> {
         "Largest packet payload (0: the interface's)",
         0,
     );
-    device::udp::discover(iface.as_deref(), (mtu > 0).then_some(mtu))
+    (iface, mtu)
 }
 
 /// Largest atomic operand in bytes: operand and compare data share one packet (§5).

@@ -198,7 +198,7 @@ pub struct ShmEndpoint {
 }
 
 /// Whether `FI_SHM_DISABLE_CMA` asks for the segmented path.
-fn cma_enabled() -> bool {
+pub(crate) fn cma_enabled() -> bool {
     !crate::core::params::knob_bool(
         PROV_NAME,
         "disable_cma",

@@ -54,6 +54,11 @@ pub const SHM_CAPS: u64 = TX_CAPS | RX_CAPS | DOMAIN_CAPS;
 /// The shm object of an endpoint named `name`: `/fabric_shm_<uid>_<name without scheme>`,
 /// with characters outside `[A-Za-z0-9._:-]` replaced and a hash of the full name appended when
 /// anything was replaced, so distinct names stay distinct.
+/// Defines shm's parameters up front, for `fi_getparams` / `fi_info -e`.
+pub fn define_params() {
+    let _ = ep::cma_enabled();
+}
+
 pub fn region_name(name: &str) -> String {
     let body = name.split_once("://").map_or(name, |(_, b)| b);
     let clean: String = body
