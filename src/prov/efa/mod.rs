@@ -12,7 +12,7 @@ pub mod rdm;
 pub mod srd;
 
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::abi::consts::*;
 use crate::core::info::{
@@ -126,10 +126,24 @@ pub fn define_params() {
     let _ = device_knobs();
 }
 
-/// Device selection and settings (`FI_EFA_IFACE`, `FI_EFA_MTU_SIZE`, RNR parameters).
-fn devices() -> Vec<UdpDeviceInfo> {
-    let (iface, mtu) = device_knobs();
-    device::udp::discover(iface.as_deref(), (mtu > 0).then_some(mtu))
+/// The devices (`FI_EFA_IFACE`, `FI_EFA_MTU_SIZE` select and shape them). Discovered once, as
+/// upstream builds its device list when the provider loads, and again when the settings change
+/// or `fi_getinfo` passes `FI_RESCAN`: discovery costs system calls per interface, which made
+/// every `fi_getinfo` take ~100 µs.
+fn devices(rescan: bool) -> Vec<UdpDeviceInfo> {
+    type Cache = Option<((Option<String>, usize), Vec<UdpDeviceInfo>)>;
+    static CACHE: Mutex<Cache> = Mutex::new(None);
+    let knobs = device_knobs();
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    match &*cache {
+        Some((k, list)) if !rescan && *k == knobs => list.clone(),
+        _ => {
+            let (iface, mtu) = &knobs;
+            let list = device::udp::discover(iface.as_deref(), (*mtu > 0).then_some(*mtu));
+            *cache = Some((knobs, list.clone()));
+            list
+        }
+    }
 }
 
 /// `FI_EFA_IFACE` and `FI_EFA_MTU_SIZE` (0: the interface's MTU).
@@ -398,7 +412,7 @@ impl InfoProvider for EfaProvider {
         flags: u64,
         hints: Option<&Info>,
     ) -> Result<Vec<Info>> {
-        let devs = devices();
+        let devs = devices(flags & FI_RESCAN != 0);
         let mut all = Vec::new();
         for d in &devs {
             all.push(static_info(d, Kind::Rdm));
@@ -485,7 +499,7 @@ impl Fabric for EfaFabric {
         {
             return Err(Errno::INVAL);
         }
-        let dev = devices()
+        let dev = devices(false)
             .into_iter()
             .find(|d| d.name == dev_name)
             .ok_or(Errno::NODEV)?;

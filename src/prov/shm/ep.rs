@@ -595,7 +595,9 @@ impl ShmEndpoint {
         if len <= INJECT_SIZE && !delivery {
             let region = g.region()?.clone();
             let b = region.buf_alloc().ok_or(Errno::AGAIN)?;
-            region.buf_write(b, 0, &copy_in(op.iov, len));
+            region.buf_fill(b, len, |dst| {
+                gather(op.iov, 0, dst);
+            });
             c.proto = PROTO_BOUNCE;
             c.aux = u64::from(b);
             if let Err(e) = g.push_cmd(p, &c) {
@@ -1220,6 +1222,9 @@ impl ShmEndpoint {
         let src = g.peers[p].fi_addr;
         let total = c.len as usize;
         let cq_data = c.flags & F_CQ_DATA != 0;
+        if self.place_small(g, p, c, src, tagged) {
+            return;
+        }
         let payload = match c.proto {
             // Delivery-complete small messages are acknowledged when placed: keep the command.
             PROTO_INLINE if total <= BODY && c.flags & F_ACK != 0 => Pending::Remote(Box::new(*c)),
@@ -1273,6 +1278,57 @@ impl ShmEndpoint {
                 );
             }
         }
+    }
+
+    /// A small message (inline, or in one of the sender's bounce buffers) that a posted receive
+    /// matches goes straight into that receive's buffer; without this it went through a
+    /// temporary Vec (an allocation and a second copy per message). False: not placed here.
+    fn place_small(&self, g: &mut Inner, p: usize, c: &Cmd, src: u64, tagged: bool) -> bool {
+        let total = c.len as usize;
+        let small = match c.proto {
+            PROTO_INLINE => total <= BODY && c.flags & F_ACK == 0,
+            PROTO_BOUNCE => total <= BOUNCE_SIZE,
+            _ => false,
+        };
+        if !small {
+            return false;
+        }
+        let region = if c.proto == PROTO_BOUNCE {
+            match g.peers[p].region.clone() {
+                Some(r) => Some(r),
+                None => return false,
+            }
+        } else {
+            None
+        };
+        let Some(recv) = g.rxq.match_incoming(src, c.tag, tagged) else {
+            return false;
+        };
+        let dest = recv.target();
+        let got = match &region {
+            None => Some(scatter(&dest, 0, &c.body[..total])),
+            Some(r) => {
+                let got = r.buf_with(c.aux as u32, 0, total, |s| scatter(&dest, 0, s));
+                r.buf_release(c.aux as u32);
+                got
+            }
+        };
+        let cq_data = c.flags & F_CQ_DATA != 0;
+        match got {
+            Some(got) => g.complete_recv(&recv, tagged, src, c.tag, c.data, cq_data, total, got),
+            // A bounce index out of range: the sender is broken; the receive fails.
+            None => {
+                g.dropped += 1;
+                if let Some(cq) = &g.rx_cq {
+                    cq.push_err(CqErrEntry::new(
+                        recv.context,
+                        FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                        Errno::IO,
+                    ));
+                }
+            }
+        }
+        true
     }
 
     /// Validates every target entry of an RMA/atomic command against our MR map.

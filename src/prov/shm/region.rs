@@ -312,6 +312,21 @@ impl Region {
         true
     }
 
+    /// Lets `f` fill the first `len` bytes of one of our bounce buffers (owner only), so that
+    /// a sender gathers its iov straight into shared memory. False if out of bounds.
+    pub fn buf_fill(&self, idx: u32, len: usize, f: impl FnOnce(&mut [u8])) -> bool {
+        let i = idx as usize;
+        if i >= BOUNCE_BUFS || len > BOUNCE_SIZE {
+            return false;
+        }
+        // SAFETY: bounds checked; the owner holds the buffer (state USED) while writing it and
+        // no peer reads it before the command naming it is in the peer's ring.
+        let s = unsafe { core::slice::from_raw_parts_mut(self.buf_ptr(i), len) };
+        f(s);
+        fence(Ordering::Release);
+        true
+    }
+
     /// Runs `f` over bytes `[off, off+len)` of buffer `idx` (a peer reading what the owner put
     /// there, or the owner itself). None if out of bounds.
     pub fn buf_with<R>(

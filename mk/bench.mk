@@ -1,0 +1,28 @@
+# make bench: our library next to Debian's libfabric 1.17 and the machine's limits, same client
+# binaries, only the library path switched (bench/bench.py). Results go to bench/results/
+# (committed); QUICK=1 runs each figure once with few iterations into build/bench-quick/, and
+# make test runs that to prove the bench still works (no figure is asserted).
+DEBIAN_PACKAGES += gnuplot-nox libfabric-bin libfabric-dev python3
+BENCH_BIN       := $(BUILD)/bench
+BENCH_OUT        = $(if $(QUICK),$(BUILD)/bench-quick,bench/results)
+TEST_TARGETS    += test-bench
+
+.PHONY: bench-tools test-bench
+
+bench-tools: $(BENCH_BIN)/limits $(BENCH_BIN)/getinfo_time
+
+$(BENCH_BIN)/limits: bench/limits.c
+	@mkdir -p $(BENCH_BIN)
+	$(CC) -O2 -Wall -Wextra -o $@ $<
+
+# Built against Debian's headers and library, like the other clients; run on either library.
+$(BENCH_BIN)/getinfo_time: bench/getinfo_time.c
+	@mkdir -p $(BENCH_BIN)
+	$(CC) -O2 -Wall -Wextra -o $@ $< -lfabric
+
+bench: deps
+	$(MAKE) lib fabtests bench-tools
+	python3 bench/bench.py $(if $(QUICK),--quick) $(BUILD) $(BENCH_OUT)
+
+test-bench: lib fabtests bench-tools
+	python3 bench/bench.py --quick $(BUILD) $(BUILD)/bench-quick >/dev/null
