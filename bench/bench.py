@@ -105,6 +105,25 @@ class Bench:
                     out.setdefault(f[0], []).append(float(f[4]))
         return out
 
+    def tagged_rate(self, row):
+        """Tagged messages of 8 B per second (millions), per run: rma_bw -o tsend."""
+        exe = os.path.join(self.build, "fabtests", "rma_bw")
+        args = row.prov + ["-o", "tsend", "-S", "8", "-I", "1000" if self.quick else "100000"]
+        vals = []
+        for _ in range(self.runs):
+            stdout, _ = self.pair(exe, row.environ(self.build), args, args)
+            vals.append(float(stdout.splitlines()[1].split()[6]))
+        return vals
+
+    def memory(self, row):
+        """(KiB per endpoint, KiB for 1,000 AV entries, for 10,000) of one run: ep_memory."""
+        exe = os.path.join(self.build, "bench", "ep_memory")
+        out = subprocess.run([exe] + row.prov[1::2], env=row.environ(self.build),
+                             capture_output=True, text=True, check=True).stdout.split()
+        if out[5] != row.version:
+            raise RuntimeError(f"{row.label}: ep_memory loaded libfabric {out[5]}")
+        return out[2:5]
+
     def latency(self, row, size):
         """fi_pingpong's usec/xfer (half a round trip) at one size, per run."""
         iters = 200 if self.quick else (2000 if size >= 65536 else 10000)
@@ -232,7 +251,7 @@ def main():
     runs = 1 if a.quick else 5
     b = Bench(os.path.abspath(a.build), runs, a.quick)
     os.makedirs(a.out, exist_ok=True)
-    results, lat, gi, failures = {}, {}, {}, []
+    results, lat, gi, rate, mem, failures = {}, {}, {}, {}, {}, []
 
     def attempt(what, fn):
         print(f"bench: {what}", file=sys.stderr, flush=True)
@@ -256,7 +275,9 @@ def main():
         for size in LATENCY_SIZES:
             lat[(row.label, size)] = attempt(f"{row.label} latency {size} B",
                                              lambda: b.latency(row, size))
+        rate[row.label] = attempt(f"{row.label} tagged rate", lambda: b.tagged_rate(row))
         gi[row.label] = attempt(f"{row.label} fi_getinfo", lambda: b.getinfo(row))
+        mem[row.label] = attempt(f"{row.label} memory", lambda: b.memory(row))
 
     stamp = f"{datetime.date.today().isoformat()}-{commit()}"
     md = os.path.join(a.out, f"{stamp}.md")
@@ -306,11 +327,25 @@ def main():
         w(f"| {fmt_size(size)} | " + " | ".join(cell(lat.get((r.label, size)), 2)
                                                for r in live) + " |")
     w("")
+    w("## Tagged message rate at 8 B, million messages/s (rma_bw -o tsend, window 64)")
+    w("")
+    w("| " + " | ".join(r.label for r in live) + " |")
+    w("|" + "---|" * len(live))
+    w("| " + " | ".join(cell(rate.get(r.label), 2) for r in live) + " |")
+    w("")
     w("## fi_getinfo + fi_freeinfo, µs per call (one provider, FI_EP_RDM hints)")
     w("")
     w("| " + " | ".join(r.label for r in live) + " |")
     w("|" + "---|" * len(live))
     w("| " + " | ".join(cell(gi.get(r.label), 1) for r in live) + " |")
+    w("")
+    w("## Resident memory, KiB (bench/ep_memory: 16 endpoints each with its CQ and AV; then")
+    w("made-up peers inserted one by one into an AV; full@n: the n-th insert was refused)")
+    w("")
+    w("| | " + " | ".join(r.label for r in live) + " |")
+    w("|---|" + "---|" * len(live))
+    for i, what in enumerate(["per endpoint", "1,000 AV entries", "10,000 AV entries"]):
+        w(f"| {what} | " + " | ".join((mem.get(r.label) or ["—"] * 3)[i] for r in live) + " |")
     w("")
     w("## Machine limits, MB/s")
     w("")
@@ -345,8 +380,6 @@ def main():
         w(f"| {name} | {ratio(x, y)} | {sense} {target:g}× | {met} |")
     w("| efa through local shm vs our shm | — | within 5 % | not built yet |")
     w("")
-    w("Not measured yet: tagged message rate at 8 B, resident memory per endpoint and with "
-      "1,000 / 10,000 AV entries.")
     if have_plot:
         w("")
         w(f"![bandwidth against message size]({os.path.basename(png)})")

@@ -10,6 +10,8 @@
  * Options (as fabtests):
  *   -p <provider>  -d <domain>  -e rdm
  *   -o write|read|writedata    RMA operation (default write)
+ *   -o tsend                   tagged sends into posted tagged receives instead (message rate,
+ *                              as fabtests' fi_tagged_bw would measure it)
  *   -S <size>|all              one transfer size (k/m suffixes) or every power of two
  *   -I <iterations>  -w <warmup iterations>  -W <window>
  *   -B <port>  server's out-of-band TCP port (default 9228)
@@ -44,8 +46,11 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
 
-enum op { OP_WRITE, OP_READ, OP_WRITEDATA };
+enum op { OP_WRITE, OP_READ, OP_WRITEDATA, OP_TSEND };
+
+#define TAG 0x7a67
 
 #define CTRL_SIZE 64
 
@@ -207,7 +212,7 @@ static void open_fabric(void)
 	if (!hints)
 		DIE("fi_allocinfo failed");
 	hints->ep_attr->type = FI_EP_RDM;
-	hints->caps = FI_MSG | FI_RMA;
+	hints->caps = FI_MSG | FI_RMA | (opt.op == OP_TSEND ? FI_TAGGED : 0);
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	hints->domain_attr->threading = FI_THREAD_DOMAIN;
@@ -350,6 +355,9 @@ static void post_rma(size_t size, uint64_t seq)
 		case OP_READ:
 			r = fi_read(ep, buf, size, desc, peer, peer_addr, peer_key, NULL);
 			break;
+		case OP_TSEND:
+			r = fi_tsend(ep, buf, size, desc, peer, TAG, NULL);
+			break;
 		default:
 			r = fi_writedata(ep, buf, size, desc, seq, peer, peer_addr, peer_key, NULL);
 			break;
@@ -448,6 +456,21 @@ static void run_size(size_t size, int first)
 		elapsed = now() - start;
 		CHECK(fi_send(ep, buf + buf_size, 4, desc, peer, NULL));
 		wait_completions(1, NULL);
+	} else if (opt.op == OP_TSEND) {
+		/* Keep up to a window of tagged receives posted until every message and the
+		 * end-of-size message are in. */
+		int posted = 0, got = 0, ctrl = 0;
+
+		while (got < total || !ctrl) {
+			while (posted < total && posted - got < opt.window) {
+				CHECK(fi_trecv(ep, buf, size, desc, peer, TAG, 0, NULL));
+				posted++;
+			}
+			if (wait_completions(1, NULL) & FI_TAGGED)
+				got++;
+			else
+				ctrl = 1;
+		}
 	} else {
 		/* Every writedata also leaves a remote completion carrying its data. */
 		int expect = 1 + (opt.op == OP_WRITEDATA ? total : 0);
@@ -478,7 +501,7 @@ static void run_size(size_t size, int first)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rma_bw [-p prov] [-d domain] [-e rdm] [-o write|read|writedata] "
+	fprintf(stderr, "usage: rma_bw [-p prov] [-d domain] [-e rdm] [-o write|read|writedata|tsend] "
 			"[-S size|all] [-I iters] [-w warmup] [-W window] [-B port] [-P port] "
 			"[-E] [-v] [server]\n");
 	exit(2);
@@ -506,6 +529,8 @@ int main(int argc, char **argv)
 				opt.op = OP_READ;
 			else if (!strcmp(optarg, "writedata"))
 				opt.op = OP_WRITEDATA;
+			else if (!strcmp(optarg, "tsend"))
+				opt.op = OP_TSEND;
 			else
 				DIE("unknown operation '%s'", optarg);
 			break;
@@ -543,7 +568,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "rma_bw: libfabric %u.%u, provider %s, domain %s, %s\n",
 			FI_MAJOR(fi_version()), FI_MINOR(fi_version()), info->fabric_attr->prov_name,
 			info->domain_attr->name,
-			opt.op == OP_WRITE ? "write" : opt.op == OP_READ ? "read" : "writedata");
+			opt.op == OP_WRITE  ? "write"
+			: opt.op == OP_READ ? "read"
+			: opt.op == OP_TSEND ? "tsend"
+					     : "writedata");
 	exchange_addresses();
 	for (size_t i = 0; i < nsizes; i++) {
 		if (sizes[i] > info->ep_attr->max_msg_size)

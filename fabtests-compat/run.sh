@@ -3,7 +3,8 @@
 # linked against Debian's libfabric.so.1) on our library, server and client as two processes.
 #
 #   run.sh demo <bindir> <libdir>   the README's demo: write bandwidth over efa and shm
-#   run.sh test <bindir> <libdir>   every RMA operation over every provider, data checked,
+#   run.sh test <bindir> <libdir>   every RMA operation and tagged sends over every provider,
+#                                   data checked,
 #                                   loaded by library path and by LD_PRELOAD
 #   run.sh smoke <bindir> <libdir>  write and read over every provider at a few sizes, data
 #                                   checked (for a build against our installed headers)
@@ -54,7 +55,7 @@ demo)
 test)
 	for load in "LD_LIBRARY_PATH=$libdir" "LD_PRELOAD=$libdir/libfabric.so.1"; do
 		for t in "${targets[@]}"; do
-			for op in write read writedata; do
+			for op in write read writedata tsend; do
 				# shellcheck disable=SC2086
 				if out=$(pair "$load" -p $t -o $op -S all -I 20 -w 2 -v); then
 					echo "ok: ${load%%=*} ${t%% *} $op: 1 B .. 8 MiB, data checked; 1m: $(awk '$1 == "1m" { print $5 " MB/s" }' <<<"$out")"

@@ -9,7 +9,7 @@ TEST_TARGETS    += test-bench
 
 .PHONY: bench-tools test-bench
 
-bench-tools: $(BENCH_BIN)/limits $(BENCH_BIN)/getinfo_time
+bench-tools: $(BENCH_BIN)/limits $(BENCH_BIN)/getinfo_time $(BENCH_BIN)/ep_memory
 
 $(BENCH_BIN)/limits: bench/limits.c
 	@mkdir -p $(BENCH_BIN)
@@ -26,3 +26,7 @@ bench: deps
 
 test-bench: lib fabtests bench-tools
 	python3 bench/bench.py --quick $(BUILD) $(BUILD)/bench-quick >/dev/null
+
+$(BENCH_BIN)/ep_memory: bench/ep_memory.c
+	@mkdir -p $(BENCH_BIN)
+	$(CC) -O2 -Wall -Wextra -o $@ $< -lfabric
