@@ -4,8 +4,9 @@ measured in one run with the same client binaries; only the library path changes
 
     bench.py [--quick] <build dir> <output dir>
 
-Writes <output dir>/<date>-<commit>.md (tables, ratios, targets, the machine) and
-<date>-<commit>.png (bandwidth against message size), plus latest.md / latest.png copies.
+Writes <output dir>/<date>-<commit>.md (tables, ratios, targets, the machine),
+<date>-<commit>.png (bandwidth against message size) and .dat (the plotted medians), plus
+latest.md / latest.png copies.
 Every figure is the median of --runs runs (5; 1 with --quick) with min and max.
 """
 import argparse
@@ -229,16 +230,15 @@ def plot(results, path):
         plots.append(f"'{data}' index {i} with linespoints lc {colour} dt {dash} pt 7 ps 0.5 "
                      f"title '{label.replace(';', ' ')} {op}'")
     script = "\n".join([
-        "set terminal pngcairo size 1100,700 font ',10'",
+        "set terminal pngcairo size 1100,700 font ',10' noenhanced",
         f"set output '{path}'",
         "set title 'RMA bandwidth (rma_bw, two processes on one host): write solid, read dashed'",
-        "set logscale x 2", "set logscale y 10",
+        "set logscale x 2", "set logscale y 10", "set format x '%.0b%B'",
         "set xlabel 'message size (bytes)'", "set ylabel 'MB/s'",
         "set key outside right", "set grid",
         "plot " + ", \\\n  ".join(plots),
     ])
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
-    os.remove(data)
     return True
 
 
