@@ -171,6 +171,48 @@ fn many_messages_keep_their_order() {
     }
 }
 
+/// Messages that arrive before the receiver inserted their sender: an undirected receive takes
+/// the first (no source address), then the sender is inserted and a receive directed at it
+/// finds the second, already waiting (fabtests' fi_unexpected_msg).
+#[test]
+fn directed_receive_finds_messages_from_senders_inserted_late() {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
+    let hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    let a = Node::open_hints(&EFA, &hints, lo);
+    let b = Node::open_hints(&EFA, &hints, lo);
+    let ab = a.insert_hex(&b.name_hex());
+    let mut keep = Vec::new();
+    for i in 1..=2u8 {
+        let (s, v) = buf(64);
+        s.copy_from_slice(&pattern(64, i));
+        a.ep.send(&msg(&[v], ab, 7, i as usize, 0), true).unwrap();
+        keep.push(v);
+    }
+    // Both sends complete once b has taken them in (as unexpected messages).
+    for _ in 0..2 {
+        wait_ok(&a, &b);
+    }
+    let (d1, v1) = buf(64);
+    b.ep.recv(&msg(&[v1], FI_ADDR_UNSPEC, 7, 11, 0), true)
+        .unwrap();
+    let e = wait_ok(&b, &a);
+    assert_eq!(
+        (e.op_context, e.len, e.src_addr),
+        (11, 64, FI_ADDR_NOTAVAIL)
+    );
+    assert_eq!(d1, &pattern(64, 1)[..]);
+    let ba = b.insert_hex(&a.name_hex());
+    let (d2, v2) = buf(64);
+    b.ep.recv(&msg(&[v2], ba, 7, 12, 0), true).unwrap();
+    let e = wait(&b, &a).expect("a directed receive finds the waiting message");
+    assert_eq!((e.op_context, e.len, e.src_addr), (12, 64, ba));
+    assert_eq!(d2, &pattern(64, 2)[..]);
+}
+
 #[test]
 fn truncation_and_source_address() {
     let (a, b, ab, ba) = pair();

@@ -675,3 +675,65 @@ fn killed_peer_fails_pending_operations() {
     assert_eq!(c.line(), "done");
     assert!(c.wait());
 }
+
+/// Messages that arrive before the application inserted their sender: the first is taken by an
+/// undirected receive (no source address), then the sender is inserted, and a receive directed
+/// at it must find the second one, already waiting (fabtests' fi_unexpected_msg does this).
+fn late_insert_scenario() {
+    let n = Node::open(&SHM, CAPS);
+    child_send(&n.name_hex());
+    let peer_name = child_line();
+    if role().as_deref() == Some("server") {
+        sync();
+        // Both messages are sent; take them in as unexpected before inserting the sender.
+        sync_serving(&n);
+        for _ in 0..50 {
+            n.cq.progress();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let (s1, v1) = buf(64);
+        n.recv(&[v1], FI_ADDR_UNSPEC, Some((7, 0)), 1, 0, Call::Plain)
+            .unwrap();
+        let e = n.wait(10).unwrap();
+        assert_eq!((e.op_context, e.len), (1, 64));
+        assert_eq!(
+            e.src_addr, FI_ADDR_NOTAVAIL,
+            "the sender was not in the AV yet"
+        );
+        assert_eq!(&s1[..], &pattern(64, 1)[..]);
+        let peer = n.insert_hex(&peer_name);
+        let (s2, v2) = buf(64);
+        n.recv(&[v2], peer, Some((7, 0)), 2, 0, Call::Plain)
+            .unwrap();
+        let e = n
+            .wait(10)
+            .expect("a directed receive finds the waiting message");
+        assert_eq!((e.op_context, e.len, e.src_addr), (2, 64, peer));
+        assert_eq!(&s2[..], &pattern(64, 2)[..]);
+        sync();
+    } else {
+        let peer = n.insert_hex(&peer_name);
+        sync();
+        for i in 1..=2u8 {
+            let (s, v) = buf(64);
+            s.copy_from_slice(&pattern(64, i));
+            n.send(&[v], peer, Some(7), i as usize, 0, Call::Plain)
+                .unwrap();
+        }
+        n.wait_n(2);
+        sync_serving(&n);
+        sync_serving(&n);
+    }
+    child_done();
+}
+
+#[test]
+fn directed_receive_finds_messages_from_senders_inserted_late() {
+    if role().is_some() {
+        return late_insert_scenario();
+    }
+    pair(
+        "directed_receive_finds_messages_from_senders_inserted_late",
+        &[],
+    );
+}

@@ -116,6 +116,10 @@ pub struct Unexpected<U> {
     pub flags: u64,
     /// Set by a `FI_PEEK | FI_CLAIM` receive: only a `FI_CLAIM` receive with that context takes it.
     pub claimed_by: Option<usize>,
+    /// The provider's handle for the sender (its peer index): a message that arrived before
+    /// the application inserted the sender's address (`src` is `FI_ADDR_NOTAVAIL`) gets its
+    /// address through it once the sender is in the AV ([`RxQueue::resolve_sources`]).
+    pub origin: usize,
     pub payload: U,
 }
 
@@ -183,6 +187,34 @@ impl<U> RxQueue<U> {
     /// Unexpected messages (both kinds).
     pub fn unexpected(&self) -> usize {
         self.msg_unexp.len() + self.tag_unexp.len()
+    }
+
+    /// The senders (`origin`s) of waiting messages whose address was unknown when they arrived.
+    pub fn unknown_origins(&self) -> Vec<usize> {
+        let mut v: Vec<usize> = self
+            .msg_unexp
+            .iter()
+            .chain(self.tag_unexp.iter())
+            .filter(|u| u.src == FI_ADDR_NOTAVAIL)
+            .map(|u| u.origin)
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Gives waiting messages from then-unknown senders the address `resolve(origin)` now
+    /// finds, so that a directed receive for the sender matches them (fabtests'
+    /// unexpected_msg: a message arrives, then the application inserts its sender, then posts
+    /// a receive directed at it).
+    pub fn resolve_sources(&mut self, mut resolve: impl FnMut(usize) -> Option<u64>) {
+        for u in self.msg_unexp.iter_mut().chain(self.tag_unexp.iter_mut()) {
+            if u.src == FI_ADDR_NOTAVAIL {
+                if let Some(a) = resolve(u.origin) {
+                    u.src = a;
+                }
+            }
+        }
     }
 
     /// Posts a receive. An unexpected message that matches is handed back to be delivered.
@@ -373,6 +405,7 @@ mod tests {
             data: 0,
             flags: 0,
             claimed_by: None,
+            origin: 0,
             payload,
         }
     }

@@ -661,6 +661,9 @@ impl ShmEndpoint {
         } else {
             FI_ADDR_UNSPEC
         };
+        if src != FI_ADDR_UNSPEC {
+            self.resolve_sources(&mut g);
+        }
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
             // A peek looks at what has arrived: take in what is waiting in the ring first.
@@ -675,6 +678,30 @@ impl ShmEndpoint {
                 Ok(())
             }
         }
+    }
+
+    /// Senders of waiting messages that were not in the AV when the messages arrived may be
+    /// now: give those messages their address before a directed receive looks for them.
+    fn resolve_sources(&self, g: &mut Inner) {
+        for p in g.rxq.unknown_origins() {
+            if p >= g.peers.len() || g.peers[p].fi_addr != FI_ADDR_NOTAVAIL {
+                continue;
+            }
+            let a =
+                g.av.as_ref()
+                    .and_then(|av| av.reverse(g.peers[p].addr.as_bytes()));
+            if let Some(a) = a {
+                g.peers[p].fi_addr = a;
+                g.by_addr.insert(a, p);
+            }
+        }
+        let peers = &g.peers;
+        g.rxq.resolve_sources(|p| {
+            peers
+                .get(p)
+                .map(|peer| peer.fi_addr)
+                .filter(|a| *a != FI_ADDR_NOTAVAIL)
+        });
     }
 
     /// fi_tagged(3) FI_PEEK (with FI_CLAIM / FI_DISCARD) and FI_CLAIM receives.
@@ -1259,6 +1286,7 @@ impl ShmEndpoint {
                     data: c.data,
                     flags,
                     claimed_by: None,
+                    origin: p,
                     payload,
                 };
                 self.deliver(g, recv, tagged, u);
@@ -1272,6 +1300,7 @@ impl ShmEndpoint {
                         data: c.data,
                         flags,
                         claimed_by: None,
+                        origin: p,
                         payload,
                     },
                     tagged,

@@ -43,6 +43,22 @@ impl RdmEndpoint {
         } else {
             FI_ADDR_UNSPEC
         };
+        if src != FI_ADDR_UNSPEC {
+            // Waiting messages from senders inserted into the AV since they arrived.
+            for p in g.rxq.unknown_origins() {
+                if p < g.peers.len() {
+                    self.refresh_fi_addr(&mut g, p);
+                }
+            }
+            let g = &mut *g;
+            let peers = &g.peers;
+            g.rxq.resolve_sources(|p| {
+                peers
+                    .get(p)
+                    .map(|peer| peer.fi_addr)
+                    .filter(|a| *a != FI_ADDR_NOTAVAIL)
+            });
+        }
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
             // A peek looks at what has arrived: take in what the device holds first.
@@ -494,6 +510,7 @@ impl RdmEndpoint {
                         0
                     },
                     claimed_by: None,
+                    origin: p,
                     payload: id,
                 },
                 tagged,
