@@ -209,10 +209,10 @@ impl<U> RxQueue<U> {
     /// a receive directed at it).
     pub fn resolve_sources(&mut self, mut resolve: impl FnMut(usize) -> Option<u64>) {
         for u in self.msg_unexp.iter_mut().chain(self.tag_unexp.iter_mut()) {
-            if u.src == FI_ADDR_NOTAVAIL {
-                if let Some(a) = resolve(u.origin) {
-                    u.src = a;
-                }
+            if u.src == FI_ADDR_NOTAVAIL
+                && let Some(a) = resolve(u.origin)
+            {
+                u.src = a;
             }
         }
     }
