@@ -193,6 +193,29 @@ fn tagged_scenario() {
         )
         .unwrap();
         assert_eq!(n.wait(10).unwrap().tag, 8);
+        // Claim the tag-10 message, then drop it with FI_CLAIM | FI_DISCARD: the completion
+        // names the message's tag.
+        n.recv(
+            &[v],
+            FI_ADDR_UNSPEC,
+            Some((10, 0)),
+            10,
+            FI_PEEK | FI_CLAIM,
+            Call::Msg,
+        )
+        .unwrap();
+        assert_eq!(n.wait(10).unwrap().op_context, 10);
+        n.recv(
+            &[],
+            FI_ADDR_UNSPEC,
+            Some((10, 0)),
+            10,
+            FI_CLAIM | FI_DISCARD,
+            Call::Msg,
+        )
+        .unwrap();
+        let e = n.wait(10).unwrap();
+        assert_eq!((e.op_context, e.tag), (10, 10));
         // Ignore bits: 0x100 | x matches tags 0x101 and 0x102 in order.
         for ctx in [5, 6] {
             let (s, v) = buf(64);
@@ -221,7 +244,7 @@ fn tagged_scenario() {
         assert_eq!((e.op_context, e.err), (9, FI_ECANCELED));
         assert_eq!(n.ep.cancel(9), Err(Errno::NOENT));
     } else {
-        for tag in [7u64, 8, 0x101, 0x102] {
+        for tag in [7u64, 8, 10, 0x101, 0x102] {
             let (s, v) = buf(10);
             s.copy_from_slice(&pattern(10, tag as u8));
             n.send(&[v], peer, Some(tag), tag as usize, 0, Call::Plain)
@@ -240,7 +263,7 @@ fn tagged_scenario() {
             call: Call::Plain,
         };
         n.retry(|| n.ep.send(&op, true)).unwrap();
-        n.wait_n(5);
+        n.wait_n(6);
         sync();
     }
     child_done();

@@ -711,11 +711,15 @@ impl ShmEndpoint {
             // A claim: take the message a peek reserved for this context.
             let u = g.rxq.claim(recv.context).ok_or(Errno::NOMSG)?;
             if flags & FI_DISCARD != 0 {
+                let tag = u.tag;
                 self.discard(g, u);
+                // The completion carries the message's tag (fi_tagged(3); fabtests'
+                // rdm_tagged_peek waits for a completion with that tag).
                 if let Some(cq) = &cq {
                     cq.push(CqEntry {
                         op_context: recv.context,
                         flags: FI_RECV | FI_TAGGED,
+                        tag,
                         src_addr: FI_ADDR_NOTAVAIL,
                         ..Default::default()
                     });
