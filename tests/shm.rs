@@ -760,3 +760,55 @@ fn directed_receive_finds_messages_from_senders_inserted_late() {
         &[],
     );
 }
+
+/// A multi-receive buffer posted after several messages arrived takes all of them that fit,
+/// back to back (fabtests' multi_recv reposts a half while messages wait).
+fn multi_recv_late_scenario() {
+    let (n, peer) = setup();
+    if role().as_deref() == Some("server") {
+        sync_serving(&n);
+        // The client's sends are complete: the messages wait here, unexpected.
+        for _ in 0..50 {
+            n.cq.progress();
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        n.ep.setopt(
+            FI_OPT_ENDPOINT,
+            FI_OPT_MIN_MULTI_RECV,
+            &100usize.to_ne_bytes(),
+        )
+        .unwrap();
+        let (s, v) = buf(1000);
+        n.recv(&[v], FI_ADDR_UNSPEC, None, 1, FI_MULTI_RECV, Call::Msg)
+            .unwrap();
+        let mut off = 0;
+        for i in 0..3u8 {
+            let e = n
+                .wait(10)
+                .expect("every waiting message lands in the buffer");
+            assert_eq!((e.op_context, e.len, e.buf), (1, 300, v.addr() + off));
+            assert_eq!(&s[off..off + 300], &pattern(300, i)[..]);
+            off += 300;
+        }
+        sync();
+    } else {
+        for i in 0..3u8 {
+            let (s, v) = buf(300);
+            s.copy_from_slice(&pattern(300, i));
+            n.send(&[v], peer, None, i as usize, 0, Call::Plain)
+                .unwrap();
+        }
+        n.wait_n(3);
+        sync_serving(&n);
+        sync();
+    }
+    child_done();
+}
+
+#[test]
+fn multi_recv_posted_after_messages_arrived() {
+    if role().is_some() {
+        return multi_recv_late_scenario();
+    }
+    pair("multi_recv_posted_after_messages_arrived", &[]);
+}

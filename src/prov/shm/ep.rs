@@ -670,14 +670,23 @@ impl ShmEndpoint {
             self.progress_locked(&mut g);
             return self.peek_or_claim(&mut g, recv, flags);
         }
-        match g.rxq.post(recv, tagged) {
-            PostOutcome::Queued => Ok(()),
-            PostOutcome::Matched(m) => {
-                let (recv, u) = *m;
-                self.deliver(&mut g, recv, tagged, u);
-                Ok(())
+        let context = recv.context;
+        let mut outcome = g.rxq.post(recv, tagged);
+        // A multi-receive buffer takes every waiting message that fits, not just the first
+        // (fabtests' multi_recv hung: messages that arrived while both halves were full stayed
+        // unexpected after the application reposted a half).
+        while let PostOutcome::Matched(m) = outcome {
+            let (recv, u) = *m;
+            self.deliver(&mut g, recv, tagged, u);
+            if flags & FI_MULTI_RECV == 0 {
+                break;
             }
+            outcome = match g.rxq.rematch_multi(context) {
+                Some(m) => PostOutcome::Matched(m),
+                None => PostOutcome::Queued,
+            };
         }
+        Ok(())
     }
 
     /// Senders of waiting messages that were not in the AV when the messages arrived may be
