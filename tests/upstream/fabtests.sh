@@ -79,7 +79,7 @@ for prov in "-p shm" "-p efa -d srd_lo-rdm"; do
 	pair "$prov" fi_unexpected_msg -e rdm -I 10
 	pair "$prov" fi_rdm_tagged_peek
 	pair "$prov" fi_av_xfer -e rdm
-	solo "$prov" fi_av_test -g 127.0.0.1 -n 1 -e rdm
+	# (fi_av_test is left out: it asks for FI_SOCKADDR addresses, which shm and efa do not use.)
 	solo "$prov" fi_cq_test
 	solo "$prov" fi_cntr_test
 	solo "$prov" fi_mr_test

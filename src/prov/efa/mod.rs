@@ -307,13 +307,17 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
         addr_format: FI_ADDR_EFA,
         src_addr: Some(src.to_bytes().to_vec()),
         tx_attr: TxAttr {
+            // Domain-level caps (FI_LOCAL_COMM, FI_REMOTE_COMM) are not transmit or receive
+            // caps: fabtests' getinfo_test rejects them in tx_attr/rx_attr.
             caps: caps
                 & !(FI_RECV
                     | FI_REMOTE_READ
                     | FI_REMOTE_WRITE
                     | FI_SOURCE
                     | FI_MULTI_RECV
-                    | FI_DIRECTED_RECV),
+                    | FI_DIRECTED_RECV
+                    | FI_LOCAL_COMM
+                    | FI_REMOTE_COMM),
             op_flags: if rdm {
                 FI_INJECT | FI_COMPLETION | FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE
             } else {
@@ -327,7 +331,7 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
             ..Default::default()
         },
         rx_attr: RxAttr {
-            caps: caps & !(FI_SEND | FI_READ | FI_WRITE),
+            caps: caps & !(FI_SEND | FI_READ | FI_WRITE | FI_LOCAL_COMM | FI_REMOTE_COMM),
             op_flags: if rdm {
                 FI_COMPLETION | FI_MULTI_RECV
             } else {
@@ -353,6 +357,8 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
         },
         domain_attr: DomainAttr {
             name: Some(format!("{}{}", dev.name, kind.suffix())),
+            // fi_domain(3): local and remote communication are domain capabilities.
+            caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
             threading: if rdm {
                 FI_THREAD_SAFE
             } else {
@@ -635,6 +641,31 @@ pub fn shm_transfer_enabled() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// fi_getinfo(3) / fi_domain(3): FI_LOCAL_COMM and FI_REMOTE_COMM are domain capabilities:
+    /// in the info and domain caps, never in tx/rx caps (fabtests' getinfo_test checks both).
+    #[test]
+    fn communication_scope_is_a_domain_capability() {
+        let dev = UdpDeviceInfo {
+            name: "srd_lo".into(),
+            iface: crate::sys::netif::Iface {
+                name: "lo".into(),
+                addr: "127.0.0.1".parse().unwrap(),
+                mtu: 65536,
+                up: true,
+                loopback: true,
+            },
+            mtu: 8192,
+        };
+        for kind in [Kind::Rdm, Kind::Dgram] {
+            let i = static_info(&dev, kind);
+            let scope = FI_LOCAL_COMM | FI_REMOTE_COMM;
+            assert_eq!(i.caps & scope, scope);
+            assert_eq!(i.domain_attr.caps & scope, scope);
+            assert_eq!(i.tx_attr.caps & scope, 0);
+            assert_eq!(i.rx_attr.caps & scope, 0);
+        }
+    }
 
     #[test]
     fn addresses_resolve_from_text() {
