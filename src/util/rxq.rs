@@ -189,6 +189,15 @@ impl<U> RxQueue<U> {
         self.msg_unexp.len() + self.tag_unexp.len()
     }
 
+    /// Whether a waiting message came from a sender whose address was unknown when it arrived
+    /// (no allocation: checked on every directed receive).
+    pub fn has_unknown_sources(&self) -> bool {
+        self.msg_unexp
+            .iter()
+            .chain(self.tag_unexp.iter())
+            .any(|u| u.src == FI_ADDR_NOTAVAIL)
+    }
+
     /// The senders (`origin`s) of waiting messages whose address was unknown when they arrived.
     pub fn unknown_origins(&self) -> Vec<usize> {
         let mut v: Vec<usize> = self

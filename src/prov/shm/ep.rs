@@ -661,7 +661,7 @@ impl ShmEndpoint {
         } else {
             FI_ADDR_UNSPEC
         };
-        if src != FI_ADDR_UNSPEC {
+        if src != FI_ADDR_UNSPEC && g.rxq.has_unknown_sources() {
             self.resolve_sources(&mut g);
         }
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);

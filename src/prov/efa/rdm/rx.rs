@@ -43,7 +43,7 @@ impl RdmEndpoint {
         } else {
             FI_ADDR_UNSPEC
         };
-        if src != FI_ADDR_UNSPEC {
+        if src != FI_ADDR_UNSPEC && g.rxq.has_unknown_sources() {
             // Waiting messages from senders inserted into the AV since they arrived.
             for p in g.rxq.unknown_origins() {
                 if p < g.peers.len() {
