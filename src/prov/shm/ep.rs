@@ -283,6 +283,22 @@ impl ShmEndpoint {
 // ---- completions ----
 
 impl Inner {
+    /// The AV index of peer `p`, looked up again while it is unknown: the application may have
+    /// inserted the peer since it first wrote to us. `FI_ADDR_NOTAVAIL` while it has not.
+    fn refresh_fi_addr(&mut self, p: usize) -> u64 {
+        if self.peers[p].fi_addr == FI_ADDR_NOTAVAIL {
+            let a = self
+                .av
+                .as_ref()
+                .and_then(|av| av.reverse(self.peers[p].addr.as_bytes()));
+            if let Some(a) = a {
+                self.peers[p].fi_addr = a;
+                self.by_addr.insert(a, p);
+            }
+        }
+        self.peers[p].fi_addr
+    }
+
     fn complete_tx(&self, context: usize, flags: u64, cq_flags: u64, len: usize, cntr: CntrKind) {
         if flags & FI_COMPLETION != 0
             && let Some(cq) = &self.tx_cq
@@ -693,15 +709,8 @@ impl ShmEndpoint {
     /// now: give those messages their address before a directed receive looks for them.
     fn resolve_sources(&self, g: &mut Inner) {
         for p in g.rxq.unknown_origins() {
-            if p >= g.peers.len() || g.peers[p].fi_addr != FI_ADDR_NOTAVAIL {
-                continue;
-            }
-            let a =
-                g.av.as_ref()
-                    .and_then(|av| av.reverse(g.peers[p].addr.as_bytes()));
-            if let Some(a) = a {
-                g.peers[p].fi_addr = a;
-                g.by_addr.insert(a, p);
+            if p < g.peers.len() {
+                g.refresh_fi_addr(p);
             }
         }
         let peers = &g.peers;
@@ -1249,17 +1258,7 @@ impl ShmEndpoint {
             g.dropped += 1;
             return;
         }
-        if g.peers[p].fi_addr == FI_ADDR_NOTAVAIL {
-            // The application may have inserted the sender since it connected.
-            let a =
-                g.av.as_ref()
-                    .and_then(|av| av.reverse(g.peers[p].addr.as_bytes()));
-            if let Some(a) = a {
-                g.peers[p].fi_addr = a;
-                g.by_addr.insert(a, p);
-            }
-        }
-        let src = g.peers[p].fi_addr;
+        let src = g.refresh_fi_addr(p);
         let total = c.len as usize;
         let cq_data = c.flags & F_CQ_DATA != 0;
         if self.place_small(g, p, c, src, tagged) {

@@ -44,20 +44,7 @@ impl RdmEndpoint {
             FI_ADDR_UNSPEC
         };
         if src != FI_ADDR_UNSPEC && g.rxq.has_unknown_sources() {
-            // Waiting messages from senders inserted into the AV since they arrived.
-            for p in g.rxq.unknown_origins() {
-                if p < g.peers.len() {
-                    self.refresh_fi_addr(&mut g, p);
-                }
-            }
-            let g = &mut *g;
-            let peers = &g.peers;
-            g.rxq.resolve_sources(|p| {
-                peers
-                    .get(p)
-                    .map(|peer| peer.fi_addr)
-                    .filter(|a| *a != FI_ADDR_NOTAVAIL)
-            });
+            self.resolve_sources(&mut g);
         }
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
@@ -82,6 +69,23 @@ impl RdmEndpoint {
             };
         }
         Ok(())
+    }
+
+    /// Waiting messages from senders inserted into the AV since they arrived get their
+    /// address, so that a directed receive finds them (as shm's `resolve_sources`).
+    fn resolve_sources(&self, g: &mut Inner) {
+        for p in g.rxq.unknown_origins() {
+            if p < g.peers.len() {
+                self.refresh_fi_addr(g, p);
+            }
+        }
+        let peers = &g.peers;
+        g.rxq.resolve_sources(|p| {
+            peers
+                .get(p)
+                .map(|peer| peer.fi_addr)
+                .filter(|a| *a != FI_ADDR_NOTAVAIL)
+        });
     }
 
     /// fi_tagged(3) FI_PEEK (with FI_CLAIM / FI_DISCARD) and FI_CLAIM receives.
