@@ -812,3 +812,47 @@ fn multi_recv_posted_after_messages_arrived() {
     }
     pair("multi_recv_posted_after_messages_arrived", &[]);
 }
+
+/// A sender that closes its endpoint right after its sends completed, before the receiver ever
+/// looked at it (the receiver has not even mapped the sender's region yet): every message still
+/// arrives intact. Upstream's fi_cq_data does this (its server hung when the 1000-byte message
+/// sat in a bounce buffer of a region already removed).
+fn sender_closes_early_scenario() {
+    const LENS: [usize; 3] = [64, 1000, 4096];
+    let (n, peer) = setup();
+    if role().as_deref() == Some("server") {
+        // No progress before the sender has closed.
+        sync();
+        let mut bufs = Vec::new();
+        for (i, &len) in LENS.iter().enumerate() {
+            let (s, v) = buf(len);
+            n.recv(&[v], FI_ADDR_UNSPEC, None, i, 0, Call::Plain)
+                .unwrap();
+            bufs.push(s);
+        }
+        for e in n.wait_n(LENS.len()) {
+            let i = e.op_context;
+            assert_eq!(e.len, LENS[i], "length of message {i}");
+            assert_eq!(e.src_addr, peer);
+            assert_eq!(&bufs[i][..], &pattern(LENS[i], i as u8)[..], "message {i}");
+        }
+    } else {
+        for (i, &len) in LENS.iter().enumerate() {
+            let (s, v) = buf(len);
+            s.copy_from_slice(&pattern(len, i as u8));
+            n.send(&[v], peer, None, i, 0, Call::Plain).unwrap();
+        }
+        n.wait_n(LENS.len());
+        n.ep.close().unwrap();
+        sync();
+    }
+    child_done();
+}
+
+#[test]
+fn messages_survive_a_sender_that_closed_at_once() {
+    if role().is_some() {
+        return sender_closes_early_scenario();
+    }
+    pair("messages_survive_a_sender_that_closed_at_once", &[]);
+}

@@ -1270,6 +1270,15 @@ impl ShmEndpoint {
             PROTO_INLINE if total <= BODY => Pending::Inline(c.body[..total].to_vec()),
             PROTO_BOUNCE if total <= BOUNCE_SIZE => {
                 let Some(r) = g.peers[p].region.clone() else {
+                    // The sender's region was gone before we could map it (removed by hand or
+                    // by a sweep): the data is unreachable.
+                    g.dropped += 1;
+                    crate::fi_warn!(
+                        PROV_NAME,
+                        Subsys::EpData,
+                        "message of {total} bytes from {} lost: its region is gone",
+                        g.peers[p].addr
+                    );
                     return;
                 };
                 let data = r.buf_with(c.aux as u32, 0, total, |s| s.to_vec());
@@ -2148,7 +2157,7 @@ impl Endpoint for ShmEndpoint {
         g.closed = true;
         g.enabled = false;
         if let Some(r) = g.region.take() {
-            r.unlink();
+            r.close();
         }
         Ok(())
     }

@@ -226,7 +226,7 @@ fn clean_stale_regions() {
         let prefix = format!("fabric_shm_{}_", crate::sys::os::uid());
         for name in crate::sys::shm::list(&prefix) {
             if let Ok(r) = region::Region::open(&name)
-                && r.stale()
+                && r.sweepable()
             {
                 crate::sys::shm::unlink(&name);
             }

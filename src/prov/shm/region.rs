@@ -55,6 +55,18 @@ struct Header {
     /// The owner's address of the region (for the cross-memory-attach probe).
     base: AtomicU64,
     size: AtomicU64,
+    /// When the owner closed the region with bounce buffers lent (seconds since the epoch).
+    closed_at: AtomicU64,
+}
+
+/// How long a closed region whose owner died is kept for peers that still have to read
+/// a bounce buffer of it, before a stale-region sweep removes it anyway.
+const LINGER_SECS: u64 = 60;
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// A mapped region (ours or a peer's).
@@ -77,7 +89,9 @@ impl Region {
                 // Only a region whose owner process is dead may be replaced; one that is being
                 // created (not yet readable) or belongs to a live process is in use.
                 match Region::open(name) {
-                    Ok(old) if old.stale() => {}
+                    // A closed region may still linger for its peers (see `close`); whoever
+                    // mapped it keeps its mapping when the name is taken over.
+                    Ok(old) if old.stale() || old.state() == STATE_CLOSED => {}
                     _ => return Err(Errno::ADDRINUSE),
                 }
                 crate::sys::shm::unlink(name);
@@ -144,10 +158,6 @@ impl Region {
         self.header().state.load(Ordering::Acquire)
     }
 
-    pub fn set_state(&self, s: u32) {
-        self.header().state.store(s, Ordering::Release);
-    }
-
     /// Whether the region was left behind by a process that died (a region still being created
     /// has no pid yet and is not stale).
     pub fn stale(&self) -> bool {
@@ -160,10 +170,47 @@ impl Region {
         self.state() != STATE_READY || !crate::sys::os::process_alive(self.pid() as i32)
     }
 
-    /// Removes the region's name (owner, at close): mappings stay valid until dropped.
-    pub fn unlink(&self) {
-        if self.owner {
-            self.set_state(STATE_CLOSED);
+    /// Closes the region (owner): peers see `STATE_CLOSED`, and the name is removed unless
+    /// bounce buffers are still lent out. A message whose data waits in one of our bounce
+    /// buffers has completed at the sender, and the receiver may not have mapped this region
+    /// yet (the sender can close and exit right after sending): the name then lingers until the
+    /// last of those buffers is released (`buf_release`) or, once this process is gone, until
+    /// another process sweeps stale regions. Mappings stay valid after the name goes.
+    pub fn close(&self) {
+        if !self.owner || self.state() == STATE_CLOSED {
+            return;
+        }
+        // SeqCst pairs with `buf_release`: either we see every buffer free, or the peer that
+        // frees the last one sees the closed state (and removes the name).
+        self.header().state.store(STATE_CLOSED, Ordering::SeqCst);
+        if self.bufs_lent() {
+            self.header().closed_at.store(now_secs(), Ordering::Relaxed);
+        } else {
+            crate::sys::shm::unlink(&self.name);
+        }
+    }
+
+    /// Whether a sweep may remove this region: its owner is dead, and it is not a closed region
+    /// still lingering for peers (see `close`).
+    pub fn sweepable(&self) -> bool {
+        let lingering = self.state() == STATE_CLOSED
+            && self.bufs_lent()
+            && now_secs().saturating_sub(self.header().closed_at.load(Ordering::Relaxed))
+                < LINGER_SECS;
+        self.stale() && !lingering
+    }
+
+    /// Whether any bounce buffer is in use.
+    pub fn bufs_lent(&self) -> bool {
+        (0..BOUNCE_BUFS).any(|i| self.buf_state(i).load(Ordering::SeqCst) != BUF_FREE)
+    }
+
+    /// Removes the name of a closed peer region whose last lent buffer was just released,
+    /// unless the name now belongs to a new region.
+    fn unlink_lingering(&self) {
+        if let Ok(r) = Region::open(&self.name)
+            && r.token() == self.token()
+        {
             crate::sys::shm::unlink(&self.name);
         }
     }
@@ -294,7 +341,10 @@ impl Region {
     pub fn buf_release(&self, idx: u32) {
         if (idx as usize) < BOUNCE_BUFS {
             self.buf_state(idx as usize)
-                .store(BUF_FREE, Ordering::Release);
+                .store(BUF_FREE, Ordering::SeqCst);
+            if !self.owner && self.state() == STATE_CLOSED && !self.bufs_lent() {
+                self.unlink_lingering();
+            }
         }
     }
 
@@ -351,7 +401,7 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        self.unlink();
+        self.close();
     }
 }
 
@@ -387,6 +437,36 @@ mod tests {
         }
         assert!(!owner.pop(&mut out));
         assert!(peer.push(&cmd));
+    }
+
+    #[test]
+    fn closed_region_lingers_while_buffers_are_lent() {
+        // Nothing lent: the name goes at close.
+        let n = name();
+        let owner = Region::create(&n, 3).unwrap();
+        owner.close();
+        assert_eq!(Region::open(&n).unwrap_err(), Errno::NOENT);
+        // A buffer lent to a peer that has not mapped the region yet: the name stays until
+        // that peer released the buffer.
+        let n = name();
+        let owner = Region::create(&n, 4).unwrap();
+        let b = owner.buf_alloc().unwrap();
+        assert!(owner.buf_write(b, 0, b"late"));
+        owner.close();
+        drop(owner);
+        let peer = Region::open(&n).expect("a closed region with lent buffers lingers");
+        assert_eq!(peer.state(), STATE_CLOSED);
+        assert!(!peer.sweepable(), "its owner is alive");
+        assert_eq!(peer.buf_with(b, 0, 4, |s| s.to_vec()).unwrap(), b"late");
+        peer.buf_release(b);
+        assert_eq!(Region::open(&n).unwrap_err(), Errno::NOENT);
+        // A closed region's name may be taken by a new owner at once.
+        let n = name();
+        let owner = Region::create(&n, 5).unwrap();
+        owner.buf_alloc().unwrap();
+        owner.close();
+        let again = Region::create(&n, 6).unwrap();
+        assert_eq!(again.token(), 6);
     }
 
     #[test]
