@@ -8,6 +8,7 @@
 pub mod abi;
 pub mod core;
 pub mod ffi;
+pub mod fuzzing;
 pub mod prov;
 pub mod sys;
 pub mod util;

@@ -1893,6 +1893,17 @@ impl ShmEndpoint {
     }
 }
 
+impl ShmEndpoint {
+    /// Runs one raw command through the handlers as if a peer had pushed it into our ring
+    /// (the fuzz target `shm_commands` drives hostile input through here).
+    #[doc(hidden)]
+    pub fn handle_raw(&self, raw: &[u8; CMD_SIZE]) {
+        let c = Cmd::decode(raw);
+        let mut g = self.lock();
+        self.handle(&mut g, &c);
+    }
+}
+
 impl Progress for ShmEndpoint {
     fn progress(&self) {
         // A thread already progressing this endpoint does the work for everyone.

@@ -16,6 +16,7 @@ mod region;
 use std::sync::{Arc, LazyLock};
 
 pub use ep::ShmEndpoint;
+pub use region::CMD_SIZE;
 
 use crate::abi::consts::*;
 use crate::core::info::{DomainAttr, EpAttr, FabricAttr, Info, RxAttr, TxAttr};

@@ -164,13 +164,17 @@ fn checksum(b: &[u8], hdr: usize) -> u32 {
     }
 }
 
-/// Writes the checksum of a complete datagram (header emitted, payload in place).
+/// Writes the checksum of a complete datagram (header emitted, payload in place). A buffer
+/// shorter than its kind's header is left alone (it fails `new_checked` anyway).
 pub fn seal(buf: &mut [u8]) {
-    let hdr = match buf[field::KIND] {
-        KIND_ACK => ACK_LEN,
-        KIND_RNR => RNR_LEN,
+    let hdr = match buf.get(field::KIND) {
+        Some(&KIND_ACK) => ACK_LEN,
+        Some(&KIND_RNR) => RNR_LEN,
         _ => DATA_HEADER,
     };
+    if buf.len() < hdr {
+        return;
+    }
     let c = checksum(buf, hdr);
     buf[field::CHECKSUM].copy_from_slice(&c.to_le_bytes());
 }

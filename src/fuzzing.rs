@@ -1,0 +1,311 @@
+//! What the fuzz targets run (`fuzz/fuzz_targets/*`, driven by `cargo fuzz`) and what
+//! `tests/fuzz_corpus.rs` replays from their committed corpora in every `cargo test`. Each
+//! entry point takes arbitrary bytes: whatever they are, it must neither panic nor hang, and
+//! it must not let a hostile peer touch memory it was not granted.
+//!
+//! Inputs are scripts rather than single packets, so that the fuzzer reaches the state behind
+//! the parsers: a header the harness may "repair" (right version, QKEY and checksum, a real MR
+//! key) gets past the first check and into the protocol.
+#![doc(hidden)]
+
+use std::sync::Arc;
+
+use crate::abi::consts::*;
+use crate::core::info::Info;
+use crate::core::provider::InfoProvider;
+use crate::prov::efa::rdm::pkt;
+use crate::prov::efa::srd::{Config, PeerKey, Time, Transport, US, wire};
+use crate::prov::shm::{CMD_SIZE, SHM, ShmEndpoint, ShmProvider};
+use crate::sys::mem::IoVec;
+use crate::util::cq::{Cq, CqAttr};
+use crate::util::ep::{Call, MsgOp};
+use crate::util::mr::MrRequest;
+use crate::util::provider::{Bind, Endpoint, Provider};
+
+/// Reads the script one byte (or chunk) at a time; zero once it is used up.
+struct Script<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl Script<'_> {
+    fn done(&self) -> bool {
+        self.pos >= self.data.len()
+    }
+
+    fn byte(&mut self) -> u8 {
+        let b = self.data.get(self.pos).copied().unwrap_or(0);
+        self.pos += 1;
+        b
+    }
+
+    fn u16(&mut self) -> u16 {
+        u16::from(self.byte()) | u16::from(self.byte()) << 8
+    }
+
+    fn chunk(&mut self, n: usize) -> &[u8] {
+        let start = self.pos.min(self.data.len());
+        let end = (start + n).min(self.data.len());
+        self.pos = end;
+        &self.data[start..end]
+    }
+}
+
+/// The SRD transport against three hostile peers: datagrams (raw, or with version, QKEYs and
+/// checksum repaired), time passing, local sends, and draining of transmits and completions.
+pub fn srd_transport(data: &[u8]) {
+    const QKEY: u32 = 0x5eed_0001;
+    let peer_qkey = |p: u8| 0x7000_0000 + u32::from(p);
+    let mut t: Transport<u8> = Transport::new(
+        Config {
+            qkey: QKEY,
+            ..Config::default()
+        },
+        1,
+    );
+    let mut s = Script { data, pos: 0 };
+    let mut now: Time = 0;
+    let mut wr_id = 0u64;
+    while !s.done() {
+        let op = s.byte();
+        let peer = (op >> 5) & 3;
+        match op % 5 {
+            0 | 1 => {
+                let len = usize::from(s.u16() % 2048);
+                let mut d = s.chunk(len).to_vec();
+                if op & 0x08 != 0 && d.len() >= wire::RNR_LEN {
+                    d[0] = wire::VERSION;
+                    d[4..8].copy_from_slice(&QKEY.to_le_bytes());
+                    d[8..12].copy_from_slice(&peer_qkey(peer).to_le_bytes());
+                    wire::seal(&mut d);
+                }
+                let _ = t.handle_datagram(now, peer, &d, op & 0x10 != 0);
+            }
+            2 => {
+                now += Time::from(s.u16()) * 10 * US;
+                t.handle_timeout(now);
+            }
+            3 => {
+                let len = usize::from(s.byte()) * 8;
+                wr_id += 1;
+                let dest = PeerKey {
+                    addr: peer,
+                    qkey: peer_qkey(peer),
+                };
+                t.send(now, dest, wr_id, vec![0u8; wire::DATA_HEADER + len]);
+            }
+            _ => {
+                t.flush_acks();
+                while t.poll_transmit().is_some() {}
+                while t.poll_completion().is_some() {}
+            }
+        }
+        assert!(
+            t.outstanding() as u64 <= wr_id,
+            "more in flight than was sent"
+        );
+    }
+    // Every send ends, one way or another, once enough time passes with no answers.
+    for _ in 0..100_000 {
+        while t.poll_transmit().is_some() {}
+        while t.poll_completion().is_some() {}
+        match t.poll_timeout() {
+            Some(at) => {
+                now = now.max(at);
+                t.handle_timeout(now);
+            }
+            None => break,
+        }
+    }
+    while t.poll_completion().is_some() {}
+    assert_eq!(
+        t.outstanding(),
+        0,
+        "sends left hanging after the peers went silent"
+    );
+}
+
+/// The RDM packet parser; a packet it accepts is taken apart field by field.
+pub fn rdm_packet(data: &[u8]) {
+    if let Ok(p) = pkt::parse(data) {
+        let _ = format!("{p:?}");
+    }
+}
+
+/// Memory the shm harness registers and receives into, leaked once per thread (the endpoint
+/// that used it is closed before the next input).
+fn harness_memory() -> (IoVec, IoVec) {
+    thread_local! {
+        static MEM: (IoVec, IoVec) = (
+            IoVec::from_mut_slice(Box::leak(vec![0u8; 64 << 10].into_boxed_slice())),
+            IoVec::from_mut_slice(Box::leak(vec![0u8; 16 << 10].into_boxed_slice())),
+        );
+    }
+    MEM.with(|m| *m)
+}
+
+/// A fresh shm endpoint fed hostile commands from a peer that connected (under a name whose
+/// region does not exist, so nothing is read from or written to another process): messages
+/// against posted receives of every kind, RMA and atomics against a registered region (entries
+/// repaired to its key and nearby addresses), acknowledgements of operations that do not
+/// exist. Completions are drained; every posted receive is cancelled at the end. Returns how
+/// many completions and error completions were seen (none if the endpoint could not be opened).
+pub fn shm_commands(data: &[u8]) -> (usize, usize) {
+    const TOKEN: u64 = 0xf022_0000_0000_0001;
+    let hints = Info {
+        caps: FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV | FI_SOURCE,
+        ..Default::default()
+    };
+    let Ok(info) = SHM.getinfo(fi_version(2, 6), None, None, 0, Some(&hints)) else {
+        return (0, 0);
+    };
+    let info = &info[0];
+    // Opening the fabric sweeps regions of dead processes, as in a real program.
+    if SHM.fabric(&info.fabric_attr).is_err() {
+        return (0, 0);
+    }
+    let Ok(domain) = ShmProvider::open_domain(info) else {
+        return (0, 0);
+    };
+    let Ok(ep) = domain.open_endpoint(info) else {
+        return (0, 0);
+    };
+    let (mem, rbuf) = harness_memory();
+    let Ok(cq) = Cq::new(&CqAttr {
+        size: 64,
+        flags: 0,
+        format: FI_CQ_FORMAT_TAGGED,
+        wait_obj: FI_WAIT_NONE,
+        wait_cond: 0,
+    }) else {
+        return (0, 0);
+    };
+    let setup = (|| {
+        use crate::util::provider::Domain;
+        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)?;
+        ep.bind(Bind::Av(domain.av_open(&Default::default())?), 0)?;
+        ep.enable()?;
+        domain.mr_reg(&MrRequest {
+            iov: vec![mem],
+            access: FI_REMOTE_READ | FI_REMOTE_WRITE | FI_READ | FI_WRITE,
+            offset: 0,
+            requested_key: 7,
+            flags: 0,
+            context: 0,
+            iface: 0,
+            device: 0,
+        })
+    })();
+    let Ok(mr) = setup else {
+        return (0, 0);
+    };
+    // Receives of every kind: plain, tagged (one matches tag 0 only, one anything), and a
+    // multi-receive buffer.
+    let pieces = [
+        rbuf.sub(0, 1024),
+        rbuf.sub(1024, 4096),
+        rbuf.sub(5120, 64),
+        rbuf.sub(5184, 11200),
+    ];
+    for (i, (piece, (tagged, ignore, flags))) in pieces
+        .iter()
+        .zip([
+            (false, 0, 0),
+            (true, 0, 0),
+            (true, u64::MAX, 0),
+            (false, 0, FI_MULTI_RECV),
+        ])
+        .enumerate()
+    {
+        let Some(piece) = piece else { continue };
+        let op = MsgOp {
+            iov: &[*piece],
+            desc: &[],
+            addr: FI_ADDR_UNSPEC,
+            context: 0x100 + i,
+            data: 0,
+            tag: 0,
+            ignore,
+            flags,
+            call: if flags != 0 { Call::Msg } else { Call::Plain },
+        };
+        let _ = ep.recv(&op, tagged);
+    }
+    connect_fuzz_peer(&ep, TOKEN);
+    let mut seen = (0, 0);
+    let mut s = Script { data, pos: 0 };
+    while !s.done() {
+        let ctl = s.byte();
+        let mut raw = [0u8; CMD_SIZE];
+        let chunk = s.chunk(CMD_SIZE);
+        raw[..chunk.len()].copy_from_slice(chunk);
+        if ctl & 1 != 0 {
+            raw[8..16].copy_from_slice(&TOKEN.to_le_bytes());
+        }
+        if ctl & 2 != 0 {
+            repair_rma_entries(&mut raw, mem, mr.key(), ctl);
+        }
+        ep.handle_raw(&raw);
+        if ctl & 4 != 0 {
+            add(&mut seen, drain(&ep, &cq));
+        }
+    }
+    add(&mut seen, drain(&ep, &cq));
+    for i in 0..pieces.len() {
+        let _ = ep.cancel(0x100 + i);
+    }
+    add(&mut seen, drain(&ep, &cq));
+    let _ = ep.close();
+    seen
+}
+
+/// Makes a peer known under `token`, as its CONNECT would.
+fn connect_fuzz_peer(ep: &Arc<ShmEndpoint>, token: u64) {
+    let name = b"fi_shm://fuzz-peer-without-a-region";
+    let mut raw = [0u8; CMD_SIZE];
+    raw[0] = 1; // OP_CONNECT
+    raw[8..16].copy_from_slice(&token.to_le_bytes());
+    raw[24..32].copy_from_slice(&(name.len() as u64).to_le_bytes());
+    raw[64..64 + name.len()].copy_from_slice(name);
+    ep.handle_raw(&raw);
+}
+
+/// Points the RMA entries (body: up to four of address, length, key) at the registered region,
+/// near and across its edges, and makes the entry count and total length agree with them, so
+/// that the command reaches the MR checks and, when they pass, the copy.
+fn repair_rma_entries(raw: &mut [u8; CMD_SIZE], mem: IoVec, key: u64, ctl: u8) {
+    let rd = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    let count = 1 + usize::from((ctl >> 4) & 3);
+    let mut total = 0u64;
+    for i in 0..count {
+        let off = 64 + 24 * i;
+        let addr = mem.addr() as u64 + rd(raw, off) % (mem.len() as u64 + 64);
+        let len = rd(raw, off + 8) % 4096;
+        total += len;
+        raw[off..off + 8].copy_from_slice(&addr.to_le_bytes());
+        raw[off + 8..off + 16].copy_from_slice(&len.to_le_bytes());
+        raw[off + 16..off + 24].copy_from_slice(&key.to_le_bytes());
+    }
+    raw[24..32].copy_from_slice(&total.to_le_bytes());
+    let aux2 = rd(raw, 56) & !0xff | count as u64;
+    raw[56..64].copy_from_slice(&aux2.to_le_bytes());
+}
+
+fn add(sum: &mut (usize, usize), n: (usize, usize)) {
+    sum.0 += n.0;
+    sum.1 += n.1;
+}
+
+/// Progress, then every completion and error completion waiting: (completions, errors).
+fn drain(ep: &Arc<ShmEndpoint>, cq: &Arc<Cq>) -> (usize, usize) {
+    use crate::util::provider::Progress;
+    ep.progress();
+    let mut n = (0, 0);
+    while let Ok(k) = cq.read(16, |_| {}) {
+        n.0 += k;
+    }
+    while cq.readerr().is_ok() {
+        n.1 += 1;
+    }
+    n
+}
