@@ -74,6 +74,7 @@ test-rust:
 
 lint:
 	$(CARGO) fmt --check
+	cd fuzz && $(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -q -- -D warnings
 
 test: deps
