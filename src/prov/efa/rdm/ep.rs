@@ -1522,6 +1522,13 @@ impl Endpoint for RdmEndpoint {
     fn close(&self) -> Result<()> {
         let mut g = self.lock();
         g.enabled = false;
+        // What the transport went through (FI_LOG_LEVEL=info): retransmissions, RNR, drops.
+        crate::fi_info!(
+            "efa",
+            crate::core::log::Subsys::EpData,
+            "endpoint closed; transport: {:?}",
+            g.dev.stats()
+        );
         Ok(())
     }
 }

@@ -80,6 +80,8 @@ impl Default for Config {
 pub struct Stats {
     pub data_sent: u64,
     pub retransmits: u64,
+    /// Retransmission timer expiries (a peer silent for a whole RTO).
+    pub timeouts: u64,
     pub acks_sent: u64,
     pub acks_received: u64,
     pub rnr_sent: u64,
@@ -130,6 +132,8 @@ struct Slot {
     datagram: Vec<u8>,
     len: usize,
     first_sent: Time,
+    /// When it was last put on the wire (first send or retransmission).
+    last_sent: Time,
     /// When the next retransmission is due (for one in flight) or when an RNR back-off ends.
     due: Time,
     transmissions: u32,
@@ -137,6 +141,9 @@ struct Slot {
     acked: bool,
     /// Waiting out an RNR back-off.
     rnr_wait: bool,
+    /// Sent no later than a datagram that was acknowledged: lost if still unacknowledged at
+    /// `due` (set a round trip and a reordering window after `last_sent`).
+    suspect: bool,
 }
 
 #[derive(Debug)]
@@ -154,6 +161,20 @@ struct Peer<A> {
     srtt: Option<Time>,
     rttvar: Time,
     rto: Time,
+    /// The latest `last_sent` of any datagram acknowledged so far: a datagram sent (a
+    /// reordering window) before it and still unacknowledged is lost (time-based loss
+    /// detection, as RACK in RFC 8985).
+    rack_sent: Time,
+    /// The window is cut at most once per round trip of losses: until this time.
+    recovery_until: Time,
+    /// The reordering window in quarters of the smoothed RTT: doubled when a retransmission
+    /// proves spurious (the network reorders more than assumed), back to 1 after 16 loss
+    /// recoveries (RFC 8985 §6.2, with an early ack standing in for a DSACK).
+    reo_quarters: u32,
+    recoveries: u32,
+    /// The shortest round trip measured: an ack that follows a retransmission sooner than
+    /// this answers an earlier copy.
+    min_rtt: Time,
     /// Last time an acknowledgement made progress (or the first send after idle).
     last_progress: Time,
     rnr_backoff: Time,
@@ -165,6 +186,14 @@ struct Peer<A> {
     ack_due: bool,
     known_receiver: bool,
 }
+
+/// The smallest congestion window: with fewer datagrams in flight, losses are found only by
+/// the timer.
+const MIN_WINDOW: f64 = 4.0;
+/// What the window keeps of itself on a round trip with losses found by acknowledgements.
+const LOSS_BETA: f64 = 0.85;
+/// The smallest reordering window of loss detection.
+const REORDER_WINDOW_MIN: Time = 50 * US;
 
 /// `a < b` in sequence space.
 fn seq_lt(a: u32, b: u32) -> bool {
@@ -184,6 +213,11 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             srtt: None,
             rttvar: 0,
             rto: cfg.min_rto.max(10 * MS),
+            rack_sent: 0,
+            recovery_until: 0,
+            reo_quarters: 1,
+            recoveries: 0,
+            min_rtt: Time::MAX,
             last_progress: now,
             rnr_backoff: 0,
             expected: 0,
@@ -191,6 +225,28 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             ack_due: false,
             known_receiver: false,
         }
+    }
+
+    /// Narrows the window for lost datagrams, once per round trip of losses (not once per
+    /// datagram lost in it), and gently: on these paths a datagram is more often lost at
+    /// random than to a full queue, and a queue that overflows shows itself by silence (the
+    /// timer), which still halves it.
+    fn on_loss(&mut self, now: Time) {
+        if now >= self.recovery_until {
+            self.ssthresh = (self.cwnd * LOSS_BETA).max(MIN_WINDOW);
+            self.cwnd = self.ssthresh;
+            self.recovery_until = now + self.srtt.unwrap_or(self.rto);
+            self.recoveries += 1;
+            if self.recoveries >= 16 {
+                self.recoveries = 0;
+                self.reo_quarters = 1;
+            }
+        }
+    }
+
+    /// The reordering window of loss detection.
+    fn reo_wnd(&self, min_rto: Time) -> Time {
+        (self.srtt.unwrap_or(min_rto) / 4 * Time::from(self.reo_quarters)).max(REORDER_WINDOW_MIN)
     }
 
     fn in_flight(&self) -> usize {
@@ -349,11 +405,13 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 datagram,
                 len,
                 first_sent: now,
+                last_sent: now,
                 due: now + peer.rto,
                 transmissions: 1,
                 rnr: 0,
                 acked: false,
                 rnr_wait: false,
+                suspect: false,
             });
             self.transmits.push_back(Transmit::Data {
                 dest: peer.key.addr,
@@ -581,6 +639,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 if slot.transmissions == 1 && !slot.rnr_wait && slot.rnr == 0 {
                     sample = Some(now.saturating_sub(slot.first_sent));
                 }
+                // An ack that comes sooner than the shortest round trip after a
+                // retransmission answers an earlier copy: it says nothing about when the last
+                // one left, and the retransmission was spurious (late, not lost).
+                if slot.transmissions == 1 || now.saturating_sub(slot.last_sent) >= peer.min_rtt {
+                    peer.rack_sent = peer.rack_sent.max(slot.last_sent);
+                } else if !slot.rnr_wait && slot.rnr == 0 {
+                    peer.reo_quarters = (peer.reo_quarters * 2).min(64);
+                    peer.recoveries = 0;
+                }
             }
         }
         if newly == 0 {
@@ -589,6 +656,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         peer.last_progress = now;
         peer.rnr_backoff = 0;
         if let Some(rtt) = sample {
+            peer.min_rtt = peer.min_rtt.min(rtt);
             // RFC 6298.
             match peer.srtt {
                 None => {
@@ -601,7 +669,10 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                     peer.srtt = Some((7 * s + rtt) / 8);
                 }
             }
-            peer.rto = (peer.srtt.unwrap_or(0) + 4 * peer.rttvar).clamp(min_rto, max_rto);
+        }
+        // Progress ends any exponential back-off of the timer (as TCP does on new acks).
+        if let Some(srtt) = peer.srtt {
+            peer.rto = (srtt + 4 * peer.rttvar).clamp(min_rto, max_rto);
         }
         for _ in 0..newly {
             if peer.cwnd < peer.ssthresh {
@@ -611,33 +682,50 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             }
         }
         peer.cwnd = peer.cwnd.min(self.cfg.max_window as f64);
-        // Complete the acknowledged prefix; later acked slots complete when the prefix reaches
-        // them (their completion is not delayed by much: selective acks come with gaps only).
-        let mut lost_before_sacked = Vec::new();
-        let mut saw_acked_after_gap = 0;
-        for (i, slot) in peer.slots.iter().enumerate().rev() {
+        // Time-based loss detection (RFC 8985, simplified). A datagram still unacknowledged
+        // that left a reordering window before one that has been acknowledged is lost and goes
+        // again at once; one that left about when it did is suspect and goes again if no ack
+        // comes within a round trip (`handle_timeout`). The new send time keeps a datagram
+        // from going again until something sent after it is acknowledged, so one lost twice is
+        // found twice without waiting for the retransmission timer.
+        let srtt = peer.srtt.unwrap_or(min_rto);
+        let reo_wnd = peer.reo_wnd(min_rto);
+        // A datagram sent once with three later ones acknowledged is lost too, whatever the
+        // clock says (the classic duplicate threshold: a burst leaves within microseconds),
+        // unless the path was seen to reorder (RFC 8985 §6.2 turns it off then as well).
+        let use_dup_thresh = peer.reo_quarters == 1;
+        let mut lost = false;
+        let mut acked_after = 0;
+        for i in (0..peer.slots.len()).rev() {
+            let slot = &mut peer.slots[i];
             if slot.acked {
-                saw_acked_after_gap += 1;
-            } else if saw_acked_after_gap >= 3 && !slot.rnr_wait && slot.transmissions < 2 {
-                lost_before_sacked.push(i);
+                acked_after += 1;
+                continue;
             }
+            let dup_thresh = use_dup_thresh && acked_after >= 3 && slot.transmissions == 1;
+            if slot.rnr_wait || (slot.last_sent > peer.rack_sent && !dup_thresh) {
+                continue;
+            }
+            if slot.last_sent + reo_wnd > peer.rack_sent && !dup_thresh {
+                slot.suspect = true;
+                slot.due = slot.due.min(slot.last_sent + srtt + reo_wnd);
+                continue;
+            }
+            slot.suspect = false;
+            slot.transmissions += 1;
+            slot.last_sent = now;
+            slot.due = now + peer.rto;
+            let seq = peer.base.wrapping_add(i as u32);
+            self.transmits.push_back(Transmit::Data {
+                dest: peer.key.addr,
+                peer: p,
+                seq,
+            });
+            self.stats.retransmits += 1;
+            lost = true;
         }
-        // Fast retransmit: three later datagrams arrived but this one did not.
-        if !lost_before_sacked.is_empty() {
-            peer.ssthresh = (peer.cwnd / 2.0).max(2.0);
-            peer.cwnd = peer.ssthresh;
-            for i in lost_before_sacked {
-                let slot = &mut peer.slots[i];
-                slot.transmissions += 1;
-                slot.due = now + peer.rto;
-                let seq = peer.base.wrapping_add(i as u32);
-                self.transmits.push_back(Transmit::Data {
-                    dest: peer.key.addr,
-                    peer: p,
-                    seq,
-                });
-                self.stats.retransmits += 1;
-            }
+        if lost {
+            peer.on_loss(now);
         }
         self.complete_prefix(p);
         self.fill_window(now, p);
@@ -731,6 +819,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 continue;
             }
             let mut timed_out = false;
+            let mut lost = false;
             for i in 0..peer.slots.len() {
                 let slot = &mut peer.slots[i];
                 if slot.acked || now < slot.due {
@@ -738,10 +827,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 }
                 if slot.rnr_wait {
                     slot.rnr_wait = false;
+                } else if slot.suspect {
+                    // Found lost by the ack clock, not by silence: no back-off.
+                    lost = true;
                 } else {
                     timed_out = true;
                 }
+                slot.suspect = false;
                 slot.transmissions += 1;
+                slot.last_sent = now;
                 slot.due = now + peer.rto;
                 let seq = peer.base.wrapping_add(i as u32);
                 self.transmits.push_back(Transmit::Data {
@@ -751,10 +845,18 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 });
                 self.stats.retransmits += 1;
             }
-            if timed_out {
-                peer.ssthresh = (peer.cwnd / 2.0).max(2.0);
-                peer.cwnd = 2.0;
+            // A timer that expires while the peer keeps acknowledging other datagrams found a
+            // lost one at the tail, where nothing sent later could reveal it: a loss like any
+            // other. Only silence for a whole RTO means a congested or broken path: then the
+            // window collapses and the timer backs off.
+            let silent = now >= peer.last_progress + peer.rto;
+            if timed_out && silent {
+                self.stats.timeouts += 1;
+                peer.ssthresh = (peer.cwnd / 2.0).max(MIN_WINDOW);
+                peer.cwnd = MIN_WINDOW;
                 peer.rto = (peer.rto * 2).min(max_rto);
+            } else if timed_out || lost {
+                peer.on_loss(now);
             }
         }
     }
