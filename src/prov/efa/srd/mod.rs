@@ -244,6 +244,21 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         }
     }
 
+    /// Readies slot `i` (this is peer `p`) to go on the wire again and names it for
+    /// `poll_transmit`.
+    fn resend(&mut self, p: usize, i: usize, now: Time) -> Transmit<A> {
+        let slot = &mut self.slots[i];
+        slot.suspect = false;
+        slot.transmissions += 1;
+        slot.last_sent = now;
+        slot.due = now + self.rto;
+        Transmit::Data {
+            dest: self.key.addr,
+            peer: p,
+            seq: self.base.wrapping_add(i as u32),
+        }
+    }
+
     /// The reordering window of loss detection.
     fn reo_wnd(&self, min_rto: Time) -> Time {
         (self.srtt.unwrap_or(min_rto) / 4 * Time::from(self.reo_quarters)).max(REORDER_WINDOW_MIN)
@@ -711,16 +726,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 slot.due = slot.due.min(slot.last_sent + srtt + reo_wnd);
                 continue;
             }
-            slot.suspect = false;
-            slot.transmissions += 1;
-            slot.last_sent = now;
-            slot.due = now + peer.rto;
-            let seq = peer.base.wrapping_add(i as u32);
-            self.transmits.push_back(Transmit::Data {
-                dest: peer.key.addr,
-                peer: p,
-                seq,
-            });
+            self.transmits.push_back(peer.resend(p, i, now));
             self.stats.retransmits += 1;
             lost = true;
         }
@@ -833,16 +839,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 } else {
                     timed_out = true;
                 }
-                slot.suspect = false;
-                slot.transmissions += 1;
-                slot.last_sent = now;
-                slot.due = now + peer.rto;
-                let seq = peer.base.wrapping_add(i as u32);
-                self.transmits.push_back(Transmit::Data {
-                    dest: peer.key.addr,
-                    peer: p,
-                    seq,
-                });
+                self.transmits.push_back(peer.resend(p, i, now));
                 self.stats.retransmits += 1;
             }
             // A timer that expires while the peer keeps acknowledging other datagrams found a
