@@ -15,7 +15,7 @@ use crate::core::info::Info;
 use crate::core::provider::InfoProvider;
 use crate::prov::efa::rdm::pkt;
 use crate::prov::efa::srd::{Config, PeerKey, Time, Transport, US, wire};
-use crate::prov::shm::{CMD_SIZE, SHM, ShmEndpoint, ShmProvider};
+use crate::prov::shm::{CMD_SIZE, Cmd, OP_CONNECT, SHM, ShmEndpoint, ShmProvider};
 use crate::sys::mem::IoVec;
 use crate::util::cq::{Cq, CqAttr};
 use crate::util::ep::{Call, MsgOp};
@@ -239,11 +239,15 @@ pub fn shm_commands(data: &[u8]) -> (usize, usize) {
         let mut raw = [0u8; CMD_SIZE];
         let chunk = s.chunk(CMD_SIZE);
         raw[..chunk.len()].copy_from_slice(chunk);
-        if ctl & 1 != 0 {
-            raw[8..16].copy_from_slice(&TOKEN.to_le_bytes());
-        }
-        if ctl & 2 != 0 {
-            repair_rma_entries(&mut raw, mem, mr.key(), ctl);
+        if ctl & 3 != 0 {
+            let mut c = Cmd::decode(&raw);
+            if ctl & 1 != 0 {
+                c.sender = TOKEN;
+            }
+            if ctl & 2 != 0 {
+                repair_rma_entries(&mut c, mem, mr.key(), ctl);
+            }
+            c.encode(&mut raw);
         }
         ep.handle_raw(&raw);
         if ctl & 4 != 0 {
@@ -262,33 +266,32 @@ pub fn shm_commands(data: &[u8]) -> (usize, usize) {
 /// Makes a peer known under `token`, as its CONNECT would.
 fn connect_fuzz_peer(ep: &Arc<ShmEndpoint>, token: u64) {
     let name = b"fi_shm://fuzz-peer-without-a-region";
+    let mut c = Cmd::new(OP_CONNECT, token);
+    c.len = name.len() as u64;
+    c.body[..name.len()].copy_from_slice(name);
     let mut raw = [0u8; CMD_SIZE];
-    raw[0] = 1; // OP_CONNECT
-    raw[8..16].copy_from_slice(&token.to_le_bytes());
-    raw[24..32].copy_from_slice(&(name.len() as u64).to_le_bytes());
-    raw[64..64 + name.len()].copy_from_slice(name);
+    c.encode(&mut raw);
     ep.handle_raw(&raw);
 }
 
-/// Points the RMA entries (body: up to four of address, length, key) at the registered region,
-/// near and across its edges, and makes the entry count and total length agree with them, so
-/// that the command reaches the MR checks and, when they pass, the copy.
-fn repair_rma_entries(raw: &mut [u8; CMD_SIZE], mem: IoVec, key: u64, ctl: u8) {
-    let rd = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+/// Points the RMA entries (up to four of address, length, key) at the registered region, near
+/// and across its edges, and makes the entry count and total length agree with them, so that
+/// the command reaches the MR checks and, when they pass, the copy.
+fn repair_rma_entries(c: &mut Cmd, mem: IoVec, key: u64, ctl: u8) {
     let count = 1 + usize::from((ctl >> 4) & 3);
-    let mut total = 0u64;
-    for i in 0..count {
-        let off = 64 + 24 * i;
-        let addr = mem.addr() as u64 + rd(raw, off) % (mem.len() as u64 + 64);
-        let len = rd(raw, off + 8) % 4096;
-        total += len;
-        raw[off..off + 8].copy_from_slice(&addr.to_le_bytes());
-        raw[off + 8..off + 16].copy_from_slice(&len.to_le_bytes());
-        raw[off + 16..off + 24].copy_from_slice(&key.to_le_bytes());
+    let Some(mut rma) = c.rma(count) else {
+        return;
+    };
+    for e in &mut rma {
+        *e = (
+            mem.addr() as u64 + e.0 % (mem.len() as u64 + 64),
+            e.1 % 4096,
+            key,
+        );
     }
-    raw[24..32].copy_from_slice(&total.to_le_bytes());
-    let aux2 = rd(raw, 56) & !0xff | count as u64;
-    raw[56..64].copy_from_slice(&aux2.to_le_bytes());
+    c.put_rma(&rma);
+    c.len = rma.iter().map(|e| e.1).sum();
+    c.aux2 = c.aux2 & !0xff | count as u64;
 }
 
 fn add(sum: &mut (usize, usize), n: (usize, usize)) {

@@ -15,6 +15,8 @@ mod region;
 
 use std::sync::{Arc, LazyLock};
 
+/// The command layout, for the fuzz harness (`crate::fuzzing`).
+pub(crate) use cmd::{Cmd, OP_CONNECT};
 pub use ep::ShmEndpoint;
 pub use region::CMD_SIZE;
 

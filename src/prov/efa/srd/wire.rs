@@ -137,18 +137,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
         &self.buf.as_ref()[DATA_HEADER..]
     }
 
-    fn header_len(&self) -> usize {
-        match self.kind() {
-            KIND_ACK => ACK_LEN,
-            KIND_RNR => RNR_LEN,
-            _ => DATA_HEADER,
-        }
-    }
-
     /// Whether the checksum matches the contents.
     pub fn verify(&self) -> bool {
         let b = self.buf.as_ref();
-        u32_at(b, field::CHECKSUM) == checksum(b, self.header_len())
+        u32_at(b, field::CHECKSUM) == checksum(b, header_len(self.kind()))
+    }
+}
+
+/// Header bytes of a datagram of `kind` (what the checksum treats as header).
+fn header_len(kind: u8) -> usize {
+    match kind {
+        KIND_ACK => ACK_LEN,
+        KIND_RNR => RNR_LEN,
+        _ => DATA_HEADER,
     }
 }
 
@@ -167,11 +168,7 @@ fn checksum(b: &[u8], hdr: usize) -> u32 {
 /// Writes the checksum of a complete datagram (header emitted, payload in place). A buffer
 /// shorter than its kind's header is left alone (it fails `new_checked` anyway).
 pub fn seal(buf: &mut [u8]) {
-    let hdr = match buf.get(field::KIND) {
-        Some(&KIND_ACK) => ACK_LEN,
-        Some(&KIND_RNR) => RNR_LEN,
-        _ => DATA_HEADER,
-    };
+    let hdr = header_len(buf.get(field::KIND).copied().unwrap_or(KIND_DATA));
     if buf.len() < hdr {
         return;
     }
