@@ -15,9 +15,22 @@ libdir=$(cd "${3:?}" && pwd)
 port=$((20000 + RANDOM % 20000))
 fails=0
 
-# Each provider with the domain to use: efa's software SRD device on loopback, so that the two
-# processes talk over UDP as they would between hosts.
-targets=("efa -d srd_lo-rdm" "shm")
+# What runs, as "label|environment|rma_bw arguments": efa on the software SRD device on
+# loopback with local shm off, so that the two processes talk over UDP as they would between
+# hosts; efa as it runs by default, its local peers reached through shm; and shm itself.
+targets=(
+	"efa-srd|FI_EFA_ENABLE_SHM_TRANSFER=0|-p efa -d srd_lo-rdm"
+	"efa|FI_EFA_ENABLE_SHM_TRANSFER=1|-p efa -d srd_lo-rdm"
+	"shm||-p shm"
+)
+label() { echo "${1%%|*}"; }
+# Exports the target's environment (in the subshell that runs it).
+use_env() {
+	local r=${1#*|}
+	r=${r%%|*}
+	[ -z "$r" ] || export "${r?}"
+}
+targs() { echo "${1##*|}"; }
 
 # $1: env assignment that loads our library; then rma_bw arguments. Prints the client's
 # table; returns non-zero (and shows both sides) when either side fails or the loaded library
@@ -46,9 +59,14 @@ pair() {
 case $mode in
 demo)
 	for t in "${targets[@]}"; do
-		echo "== rma_bw -o write over ${t%% *} (two processes, $(nproc) cores)"
-		# shellcheck disable=SC2086
-		pair "LD_LIBRARY_PATH=$libdir" -p $t -o write || fails=$((fails + 1))
+		case $(label "$t") in
+		efa-srd) what="efa over the software SRD device (UDP on loopback, local shm off)" ;;
+		efa) what="efa as by default: a local peer is reached through shm" ;;
+		*) what=$(label "$t") ;;
+		esac
+		echo "== rma_bw -o write, $what (two processes, $(nproc) cores)"
+		# shellcheck disable=SC2046
+		(use_env "$t"; pair "LD_LIBRARY_PATH=$libdir" $(targs "$t") -o write) || fails=$((fails + 1))
 		echo
 	done
 	;;
@@ -56,9 +74,9 @@ test)
 	for load in "LD_LIBRARY_PATH=$libdir" "LD_PRELOAD=$libdir/libfabric.so.1"; do
 		for t in "${targets[@]}"; do
 			for op in write read writedata tsend; do
-				# shellcheck disable=SC2086
-				if out=$(pair "$load" -p $t -o $op -S all -I 20 -w 2 -v); then
-					echo "ok: ${load%%=*} ${t%% *} $op: 1 B .. 8 MiB, data checked; 1m: $(awk '$1 == "1m" { print $5 " MB/s" }' <<<"$out")"
+				# shellcheck disable=SC2046
+				if out=$(use_env "$t"; pair "$load" $(targs "$t") -o $op -S all -I 20 -w 2 -v); then
+					echo "ok: ${load%%=*} $(label "$t") $op: 1 B .. 8 MiB, data checked; 1m: $(awk '$1 == "1m" { print $5 " MB/s" }' <<<"$out")"
 				else
 					echo "$out"
 					fails=$((fails + 1))
@@ -70,8 +88,8 @@ test)
 	# datagrams, injected by the UDP device): every byte still arrives intact.
 	faults="loss=3,dup=1,corrupt=1,delay_us=200,seed=7"
 	for op in write read writedata; do
-		if out=$(FABRIC_SRD_FAULTS=$faults pair "LD_LIBRARY_PATH=$libdir" -p efa -d srd_lo-rdm -o $op -S all -I 20 -w 2 -v); then
-			echo "ok: efa $op with FABRIC_SRD_FAULTS=$faults: 1 B .. 8 MiB, data checked"
+		if out=$(FI_EFA_ENABLE_SHM_TRANSFER=0 FABRIC_SRD_FAULTS=$faults pair "LD_LIBRARY_PATH=$libdir" -p efa -d srd_lo-rdm -o $op -S all -I 20 -w 2 -v); then
+			echo "ok: efa-srd $op with FABRIC_SRD_FAULTS=$faults: 1 B .. 8 MiB, data checked"
 		else
 			echo "$out"
 			fails=$((fails + 1))
@@ -82,9 +100,9 @@ smoke)
 	for t in "${targets[@]}"; do
 		for op in write read; do
 			for size in 1 4096 1048576; do
-				# shellcheck disable=SC2086
-				if pair "LD_LIBRARY_PATH=$libdir" -p $t -o $op -S $size -I 10 -v >/dev/null; then
-					echo "ok: ${t%% *} $op $size B, data checked"
+				# shellcheck disable=SC2046
+				if (use_env "$t"; pair "LD_LIBRARY_PATH=$libdir" $(targs "$t") -o $op -S $size -I 10 -v >/dev/null); then
+					echo "ok: $(label "$t") $op $size B, data checked"
 				else
 					fails=$((fails + 1))
 				fi

@@ -72,6 +72,7 @@ pub trait Domain: Send + Sync {
 }
 
 /// What `fi_ep_bind` attaches (fi_endpoint(3)).
+#[derive(Clone)]
 pub enum Bind {
     Cq(Arc<Cq>),
     Cntr(Arc<Cntr>),
@@ -92,6 +93,11 @@ pub trait Endpoint: Send + Sync {
 
     fn setname(&self, _addr: &[u8]) -> Result<()> {
         Err(Errno::NOSYS)
+    }
+
+    /// The concrete endpoint, for a provider's own extensions and its tests.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
     }
 
     /// `fi_getopt`: writes the option into `val`, returns its length; `Errno::TOOSMALL` with

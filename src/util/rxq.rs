@@ -7,6 +7,7 @@
 //! provider moves the bytes once a match is made.
 
 use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::abi::consts::*;
 use crate::sys::mem::{IoVec, iov_len};
@@ -29,6 +30,9 @@ pub struct Recv {
     pub flags: u64,
     /// Bytes of a multi-receive buffer already consumed.
     pub consumed: usize,
+    /// Set on the match that used up a multi-receive buffer: the buffer is no longer posted and
+    /// this message's completion carries `FI_MULTI_RECV`.
+    pub released: bool,
 }
 
 impl Recv {
@@ -51,6 +55,7 @@ impl Recv {
             context,
             flags,
             consumed: 0,
+            released: false,
         };
         r.iov[..r.iov_count].copy_from_slice(&iov[..r.iov_count]);
         for (d, s) in r.desc.iter_mut().zip(desc) {
@@ -74,6 +79,13 @@ impl Recv {
     /// Bytes still free in a multi-receive buffer.
     pub fn remaining(&self) -> usize {
         self.len().saturating_sub(self.consumed)
+    }
+
+    /// Takes `len` bytes (at most what is left) of a multi-receive buffer. True when the buffer
+    /// is used up: less than `min` (FI_OPT_MIN_MULTI_RECV) is left.
+    fn reserve(&mut self, len: usize, min: usize) -> bool {
+        self.consumed += len.min(self.remaining());
+        self.remaining() < min.max(1)
     }
 
     /// Whether a message from `src` with `tag` matches this receive (`directed`: whether the
@@ -198,13 +210,14 @@ impl<U> RxQueue<U> {
             .any(|u| u.src == FI_ADDR_NOTAVAIL)
     }
 
-    /// The senders (`origin`s) of waiting messages whose address was unknown when they arrived.
-    pub fn unknown_origins(&self) -> Vec<usize> {
+    /// The senders (`origin`s) of waiting messages whose address was unknown when they arrived,
+    /// among the messages `mine` accepts (a shared queue holds two providers' messages).
+    pub fn unknown_origins(&self, mine: impl Fn(&U) -> bool) -> Vec<usize> {
         let mut v: Vec<usize> = self
             .msg_unexp
             .iter()
             .chain(self.tag_unexp.iter())
-            .filter(|u| u.src == FI_ADDR_NOTAVAIL)
+            .filter(|u| u.src == FI_ADDR_NOTAVAIL && mine(&u.payload))
             .map(|u| u.origin)
             .collect();
         v.sort_unstable();
@@ -212,14 +225,14 @@ impl<U> RxQueue<U> {
         v
     }
 
-    /// Gives waiting messages from then-unknown senders the address `resolve(origin)` now
-    /// finds, so that a directed receive for the sender matches them (fabtests'
+    /// Gives waiting messages from then-unknown senders the address `resolve(payload, origin)`
+    /// now finds, so that a directed receive for the sender matches them (fabtests'
     /// unexpected_msg: a message arrives, then the application inserts its sender, then posts
     /// a receive directed at it).
-    pub fn resolve_sources(&mut self, mut resolve: impl FnMut(usize) -> Option<u64>) {
+    pub fn resolve_sources(&mut self, mut resolve: impl FnMut(&U, usize) -> Option<u64>) {
         for u in self.msg_unexp.iter_mut().chain(self.tag_unexp.iter_mut()) {
             if u.src == FI_ADDR_NOTAVAIL
-                && let Some(a) = resolve(u.origin)
+                && let Some(a) = resolve(&u.payload, u.origin)
             {
                 u.src = a;
             }
@@ -239,10 +252,16 @@ impl<U> RxQueue<U> {
             .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, tagged, directed));
         match found.and_then(|i| unexp.remove(i)) {
             Some(u) => {
-                // A multi-receive buffer stays posted for the messages after this one; the
-                // provider accounts for the space with `consume_multi`.
+                let mut recv = recv;
+                // A multi-receive buffer stays posted for the messages after this one, less the
+                // space this one takes.
                 if recv.flags & FI_MULTI_RECV != 0 && !tagged {
-                    self.msg.push_back(recv.clone());
+                    let mut rest = recv.clone();
+                    let min = self.min_multi_recv;
+                    recv.released = rest.reserve(u.len, min);
+                    if !recv.released {
+                        self.msg.push_back(rest);
+                    }
                 }
                 PostOutcome::Matched(Box::new((recv, u)))
             }
@@ -257,10 +276,13 @@ impl<U> RxQueue<U> {
         }
     }
 
-    /// Finds the receive for an arriving message. A multi-receive buffer stays posted (with
-    /// `consumed` advanced by the caller through [`RxQueue::consume_multi`]).
-    pub fn match_incoming(&mut self, src: u64, tag: u64, tagged: bool) -> Option<Recv> {
+    /// Finds the receive for an arriving message of `len` bytes. A multi-receive buffer stays
+    /// posted with the message's space taken from it at once (the returned receive says where
+    /// the message goes), so that a message matched next, by another thread or the other
+    /// provider of a shared queue, never lands on the same bytes.
+    pub fn match_incoming(&mut self, src: u64, tag: u64, tagged: bool, len: usize) -> Option<Recv> {
         let directed = self.directed;
+        let min = self.min_multi_recv;
         let q = if tagged {
             &mut self.tagged
         } else {
@@ -270,47 +292,36 @@ impl<U> RxQueue<U> {
             .iter()
             .position(|r| r.matches(src, tag, tagged, directed))?;
         if q[i].flags & FI_MULTI_RECV != 0 {
-            return Some(q[i].clone());
+            let mut r = q[i].clone();
+            r.released = q[i].reserve(len, min);
+            if r.released {
+                q.remove(i);
+            }
+            return Some(r);
         }
         q.remove(i)
     }
 
     /// The next unexpected message for the still-posted multi-receive buffer `context` (after
-    /// [`RxQueue::post`] matched one), with the buffer as it is now.
+    /// [`RxQueue::post`] matched one), with the buffer as it is now; the message's space is
+    /// taken from the buffer.
     pub fn rematch_multi(&mut self, context: usize) -> Option<Box<(Recv, Unexpected<U>)>> {
         let directed = self.directed;
-        let r = self
-            .msg
-            .iter()
-            .find(|r| r.context == context && r.flags & FI_MULTI_RECV != 0)?
-            .clone();
-        let i = self
-            .msg_unexp
-            .iter()
-            .position(|u| u.claimed_by.is_none() && r.matches(u.src, u.tag, false, directed))?;
-        let u = self.msg_unexp.remove(i)?;
-        Some(Box::new((r, u)))
-    }
-
-    /// Records that `len` bytes of the multi-receive buffer posted with `context` were used.
-    /// Returns true when the buffer is released (too little room left): its last completion
-    /// carries `FI_MULTI_RECV`.
-    pub fn consume_multi(&mut self, context: usize, len: usize) -> bool {
         let min = self.min_multi_recv;
-        let Some(i) = self
+        let pos = self
             .msg
             .iter()
-            .position(|r| r.context == context && r.flags & FI_MULTI_RECV != 0)
-        else {
-            return true;
-        };
-        let r = &mut self.msg[i];
-        r.consumed += len;
-        if r.remaining() < min.max(1) {
-            self.msg.remove(i);
-            return true;
+            .position(|r| r.context == context && r.flags & FI_MULTI_RECV != 0)?;
+        let i = self.msg_unexp.iter().position(|u| {
+            u.claimed_by.is_none() && self.msg[pos].matches(u.src, u.tag, false, directed)
+        })?;
+        let u = self.msg_unexp.remove(i)?;
+        let mut r = self.msg[pos].clone();
+        r.released = self.msg[pos].reserve(u.len, min);
+        if r.released {
+            self.msg.remove(pos);
         }
-        false
+        Some(Box::new((r, u)))
     }
 
     /// Parks an unexpected message.
@@ -394,6 +405,28 @@ impl<U> RxQueue<U> {
     }
 }
 
+/// A receive queue two providers share (upstream's peer SRX): the efa endpoint and the shm
+/// endpoint that carries its local peers match against the same posted receives. Lock order:
+/// an endpoint's own lock first, then this one; nothing else is locked while this is held.
+#[derive(Debug)]
+pub struct SharedRxQueue<U>(Arc<Mutex<RxQueue<U>>>);
+
+impl<U> Clone for SharedRxQueue<U> {
+    fn clone(&self) -> Self {
+        SharedRxQueue(self.0.clone())
+    }
+}
+
+impl<U> SharedRxQueue<U> {
+    pub fn new(directed: bool) -> SharedRxQueue<U> {
+        SharedRxQueue(Arc::new(Mutex::new(RxQueue::new(directed))))
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, RxQueue<U>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,21 +463,21 @@ mod tests {
             q.post(recv(7, 0x20, 0, 2, 0), true),
             PostOutcome::Queued
         ));
-        assert!(q.match_incoming(3, 0x21, true).is_none());
-        assert_eq!(q.match_incoming(3, 0x1f, true).unwrap().context, 1);
+        assert!(q.match_incoming(3, 0x21, true, 8).is_none());
+        assert_eq!(q.match_incoming(3, 0x1f, true, 8).unwrap().context, 1);
         assert!(
-            q.match_incoming(3, 0x20, true).is_none(),
+            q.match_incoming(3, 0x20, true, 8).is_none(),
             "directed receive must not match another source"
         );
-        assert_eq!(q.match_incoming(7, 0x20, true).unwrap().context, 2);
+        assert_eq!(q.match_incoming(7, 0x20, true, 8).unwrap().context, 2);
         // Untagged receives ignore tags; order is FIFO.
         q.post(recv(FI_ADDR_UNSPEC, 0, 0, 3, 0), false);
         q.post(recv(FI_ADDR_UNSPEC, 0, 0, 4, 0), false);
-        assert_eq!(q.match_incoming(1, 99, false).unwrap().context, 3);
+        assert_eq!(q.match_incoming(1, 99, false, 8).unwrap().context, 3);
         // Without FI_DIRECTED_RECV the source filter is not applied.
         let mut q: RxQueue<u32> = RxQueue::new(false);
         q.post(recv(7, 0, 0, 5, 0), false);
-        assert_eq!(q.match_incoming(8, 0, false).unwrap().context, 5);
+        assert_eq!(q.match_incoming(8, 0, false, 8).unwrap().context, 5);
     }
 
     #[test]
@@ -492,16 +525,39 @@ mod tests {
         let mut q: RxQueue<u32> = RxQueue::new(false);
         q.set_min_multi_recv(16);
         q.post(recv(FI_ADDR_UNSPEC, 0, 0, 1, FI_MULTI_RECV), false);
-        let r = q.match_incoming(1, 0, false).unwrap();
+        let r = q.match_incoming(1, 0, false, 40).unwrap();
         assert_eq!(r.target().iter().map(IoVec::len).sum::<usize>(), 64);
-        assert!(!q.consume_multi(1, 40));
-        let r = q.match_incoming(1, 0, false).unwrap();
+        assert!(!r.released);
+        // The space is taken at the match: the next message goes after it.
+        let r = q.match_incoming(1, 0, false, 10).unwrap();
         assert_eq!(r.consumed, 40);
         assert_eq!(r.target().iter().map(IoVec::len).sum::<usize>(), 24);
-        assert!(q.consume_multi(1, 10), "14 bytes left < 16: released");
-        assert!(q.match_incoming(1, 0, false).is_none());
+        assert!(r.released, "14 bytes left < 16: released");
+        assert!(q.match_incoming(1, 0, false, 8).is_none());
         q.post(recv(FI_ADDR_UNSPEC, 0, 0, 9, 0), true);
         assert_eq!(q.cancel(9).map(|(r, t)| (r.context, t)), Some((9, true)));
         assert!(q.cancel(9).is_none());
+    }
+
+    #[test]
+    fn multi_recv_takes_waiting_messages_one_after_another() {
+        let mut q: RxQueue<u32> = RxQueue::new(false);
+        q.set_min_multi_recv(16);
+        for p in [1, 2, 3] {
+            let mut u = unexp(1, 0, p);
+            u.len = 20;
+            q.add_unexpected(u, false);
+        }
+        let PostOutcome::Matched(m) = q.post(recv(FI_ADDR_UNSPEC, 0, 0, 7, FI_MULTI_RECV), false)
+        else {
+            panic!("a waiting message must match");
+        };
+        assert_eq!((m.0.consumed, m.0.released, m.1.payload), (0, false, 1));
+        let m = q.rematch_multi(7).unwrap();
+        assert_eq!((m.0.consumed, m.0.released, m.1.payload), (20, false, 2));
+        let m = q.rematch_multi(7).unwrap();
+        assert_eq!((m.0.consumed, m.0.released, m.1.payload), (40, true, 3));
+        assert!(q.rematch_multi(7).is_none());
+        assert_eq!(q.posted(), 0);
     }
 }

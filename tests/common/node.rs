@@ -58,6 +58,16 @@ impl Node {
 
     /// Opens an endpoint on the first entry for `hints` that `pick` accepts.
     pub fn open_hints(prov: &dyn Provider, hints: &Info, pick: impl Fn(&Info) -> bool) -> Node {
+        Self::open_configured(prov, hints, pick, |_| ())
+    }
+
+    /// Like `open_hints`, with `configure` run on the endpoint before `fi_enable` (options).
+    pub fn open_configured(
+        prov: &dyn Provider,
+        hints: &Info,
+        pick: impl Fn(&Info) -> bool,
+        configure: impl FnOnce(&dyn Endpoint),
+    ) -> Node {
         let hints = hints.clone();
         let info = prov
             .getinfo(fi_version(2, 6), None, None, 0, Some(&hints))
@@ -102,6 +112,7 @@ impl Node {
             ep.bind(Bind::Cntr(rcntr.clone()), FI_REMOTE_READ | FI_REMOTE_WRITE)
                 .unwrap();
         }
+        configure(&*ep);
         ep.enable().unwrap();
         Node {
             domain,

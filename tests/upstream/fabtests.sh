@@ -59,7 +59,12 @@ solo() {
 	fi
 }
 
-for prov in "-p shm" "-p efa -d srd_lo-rdm"; do
+# efa twice: as by default (the peer is on this host, so it is reached through shm) and with
+# FI_EFA_ENABLE_SHM_TRANSFER=0 (through the software SRD device on loopback).
+for target in "1|-p shm" "1|-p efa -d srd_lo-rdm" "0|-p efa -d srd_lo-rdm"; do
+	export FI_EFA_ENABLE_SHM_TRANSFER=${target%%|*}
+	prov=${target#*|}
+	[ "$FI_EFA_ENABLE_SHM_TRANSFER" = 0 ] && echo "# FI_EFA_ENABLE_SHM_TRANSFER=0"
 	for op in write read writedata; do
 		pair "$prov" fi_rma_bw -e rdm -o $op -S all -v -I 50
 	done

@@ -21,6 +21,7 @@ use crate::core::info::{
 use crate::core::params::{knob_bool, knob_int, knob_size, knob_str};
 use crate::core::provider::InfoProvider;
 use crate::core::{Errno, Result};
+use crate::prov::shm::{ShmDomain, ShmProvider};
 use crate::util::av::{AddrCodec, Av, AvAttr};
 use crate::util::ep::AtomicKind;
 use crate::util::mr::{Mr, MrMap, MrRequest};
@@ -514,9 +515,10 @@ impl Fabric for EfaFabric {
             me: me.clone(),
             dev,
             rdm: kind == Kind::Rdm,
-            mr_map: MrMap::new(mr_mode, 4),
+            mr_map: Arc::new(MrMap::new(mr_mode, 4)),
             mr_mode,
             knobs: Knobs::load(),
+            shm: std::sync::OnceLock::new(),
         }))
     }
 
@@ -529,12 +531,21 @@ pub struct EfaDomain {
     me: std::sync::Weak<EfaDomain>,
     pub dev: UdpDeviceInfo,
     rdm: bool,
-    pub mr_map: MrMap,
+    pub mr_map: Arc<MrMap>,
     mr_mode: i32,
     pub knobs: Knobs,
+    /// The shm domain of the endpoints that carry our local peers, opened on first use.
+    shm: std::sync::OnceLock<Arc<ShmDomain>>,
 }
 
 impl EfaDomain {
+    /// The shm domain for local peers: it shares our registrations (keys work either way).
+    pub fn shm_domain(&self) -> Arc<ShmDomain> {
+        self.shm
+            .get_or_init(|| ShmProvider::peer_domain(self.mr_map.clone(), self.mr_mode))
+            .clone()
+    }
+
     fn device_config(&self) -> DeviceConfig {
         DeviceConfig {
             timeout_interval_us: self.knobs.timeout_interval_us,
@@ -627,13 +638,13 @@ impl Domain for EfaDomain {
     }
 }
 
-/// Reads a bool knob (shared-memory transfer for local peers; not implemented yet, so the
-/// value is only reported).
+/// fi_efa(7) `FI_EFA_ENABLE_SHM_TRANSFER`: peers on this host are reached through shm
+/// (`rdm/local.rs`); off, everything goes through the device.
 pub fn shm_transfer_enabled() -> bool {
     knob_bool(
         PROV_NAME,
         "enable_shm_transfer",
-        "Use shm for peers on this host (this library: efa carries local traffic itself)",
+        "Use the shm provider for peers on this host",
         true,
     )
 }

@@ -33,7 +33,7 @@ use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::{Cq, CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, OpFlags, RmaOp};
-use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, RxQueue, Unexpected};
+use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, SharedRxQueue, Unexpected};
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
 
@@ -159,10 +159,25 @@ enum RxDone {
 }
 
 /// What an unexpected message holds until a receive matches it.
-enum Pending {
+pub enum Pending {
     Inline(Vec<u8>),
     /// The sender's data stays in its memory (iov or segmented path): the command describes it.
     Remote(Box<Cmd>),
+    /// A message the endpoint this one serves (peer mode) received over its own transport, by
+    /// that endpoint's handle: it shares our receive queue, and takes these out itself.
+    Foreign(u64),
+}
+
+/// Peer mode: this endpoint carries the local peers of another provider's endpoint (efa), as
+/// upstream's shm does for efa. It is bound to that endpoint's AV, CQs and counters, shares its
+/// receive queue, and is progressed by it. Its name and its peers' names derive from the
+/// owner's addresses, so that an AV entry leads to a region and a CONNECT back to an AV entry.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerMode {
+    /// The shm name of the peer at an AV address (None: not a local peer's address).
+    pub name_of: fn(&[u8]) -> Option<String>,
+    /// The AV address of the peer with a shm name.
+    pub addr_of: fn(&str) -> Option<Vec<u8>>,
 }
 
 struct Inner {
@@ -172,10 +187,11 @@ struct Inner {
     region: Option<Arc<Region>>,
     token: u64,
     av: Option<Arc<Av>>,
+    peer_mode: Option<PeerMode>,
     tx_cq: Option<Arc<Cq>>,
     rx_cq: Option<Arc<Cq>>,
     cntr: Counters,
-    rxq: RxQueue<Pending>,
+    rxq: SharedRxQueue<Pending>,
     peers: Vec<Peer>,
     by_addr: HashMap<u64, usize>,
     by_token: HashMap<u64, usize>,
@@ -238,10 +254,34 @@ impl ShmEndpoint {
         if caps & !super::SHM_CAPS != 0 {
             return Err(Errno::NODATA);
         }
-        let directed = caps & FI_DIRECTED_RECV != 0;
-        let tx_flags = info.tx_attr.op_flags;
-        let rx_flags = info.rx_attr.op_flags;
-        Ok(Arc::new_cyclic(|me| ShmEndpoint {
+        let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
+        let name = endpoint_name(info.src_addr.as_deref());
+        let (tx, rx) = (info.tx_attr.op_flags, info.rx_attr.op_flags);
+        Ok(Self::build(domain, caps, (tx, rx), name, rxq, None))
+    }
+
+    /// An endpoint in peer mode (see [`PeerMode`]) named `name`, matching in `rxq`.
+    pub fn new_peer(
+        domain: Arc<ShmDomain>,
+        caps: u64,
+        op_flags: (u64, u64),
+        name: String,
+        rxq: SharedRxQueue<Pending>,
+        mode: PeerMode,
+    ) -> Arc<ShmEndpoint> {
+        let caps = caps & super::SHM_CAPS & !(FI_RMA_EVENT | FI_AV_USER_ID);
+        Self::build(domain, caps, op_flags, name, rxq, Some(mode))
+    }
+
+    fn build(
+        domain: Arc<ShmDomain>,
+        caps: u64,
+        (tx_flags, rx_flags): (u64, u64),
+        name: String,
+        rxq: SharedRxQueue<Pending>,
+        peer_mode: Option<PeerMode>,
+    ) -> Arc<ShmEndpoint> {
+        Arc::new_cyclic(|me| ShmEndpoint {
             me: me.clone(),
             domain,
             caps,
@@ -250,14 +290,15 @@ impl ShmEndpoint {
             inner: Mutex::new(Inner {
                 enabled: false,
                 closed: false,
-                name: endpoint_name(info.src_addr.as_deref()),
+                name,
                 region: None,
                 token: 0,
                 av: None,
+                peer_mode,
                 tx_cq: None,
                 rx_cq: None,
                 cntr: Counters::default(),
-                rxq: RxQueue::new(directed),
+                rxq,
                 peers: Vec::new(),
                 by_addr: HashMap::new(),
                 by_token: HashMap::new(),
@@ -267,7 +308,7 @@ impl ShmEndpoint {
                 last_liveness: Instant::now(),
                 dropped: 0,
             }),
-        }))
+        })
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -287,16 +328,22 @@ impl Inner {
     /// inserted the peer since it first wrote to us. `FI_ADDR_NOTAVAIL` while it has not.
     fn refresh_fi_addr(&mut self, p: usize) -> u64 {
         if self.peers[p].fi_addr == FI_ADDR_NOTAVAIL {
-            let a = self
-                .av
-                .as_ref()
-                .and_then(|av| av.reverse(self.peers[p].addr.as_bytes()));
+            let a = self.av_index(&self.peers[p].addr);
             if let Some(a) = a {
                 self.peers[p].fi_addr = a;
                 self.by_addr.insert(a, p);
             }
         }
         self.peers[p].fi_addr
+    }
+
+    /// The AV index of the peer named `name` (in peer mode, of its owner's address).
+    fn av_index(&self, name: &str) -> Option<u64> {
+        let av = self.av.as_ref()?;
+        match &self.peer_mode {
+            Some(m) => av.reverse(&(m.addr_of)(name)?),
+            None => av.reverse(name.as_bytes()),
+        }
     }
 
     fn complete_tx(&self, context: usize, flags: u64, cq_flags: u64, len: usize, cntr: CntrKind) {
@@ -352,7 +399,7 @@ impl Inner {
         }
         let multi = recv.flags & FI_MULTI_RECV != 0;
         let buf = recv.target().first().map_or(0, IoVec::addr);
-        let released = multi && self.rxq.consume_multi(recv.context, got);
+        let released = multi && recv.released;
         if released {
             cq_flags |= FI_MULTI_RECV;
         }
@@ -418,7 +465,10 @@ impl Inner {
         }
         let av = self.av.as_ref().ok_or(Errno::NOAV)?;
         let bytes = av.lookup(fi_addr)?;
-        let addr = String::from_utf8_lossy(&bytes).into_owned();
+        let addr = match &self.peer_mode {
+            Some(m) => (m.name_of)(&bytes).ok_or(Errno::INVAL)?,
+            None => String::from_utf8_lossy(&bytes).into_owned(),
+        };
         let idx = match self.peers.iter().position(|p| p.addr == addr) {
             Some(i) => {
                 self.peers[i].fi_addr = fi_addr;
@@ -677,7 +727,7 @@ impl ShmEndpoint {
         } else {
             FI_ADDR_UNSPEC
         };
-        if src != FI_ADDR_UNSPEC && g.rxq.has_unknown_sources() {
+        if src != FI_ADDR_UNSPEC && g.rxq.lock().has_unknown_sources() {
             self.resolve_sources(&mut g);
         }
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
@@ -687,7 +737,7 @@ impl ShmEndpoint {
             return self.peek_or_claim(&mut g, recv, flags);
         }
         let context = recv.context;
-        let mut outcome = g.rxq.post(recv, tagged);
+        let mut outcome = g.rxq.lock().post(recv, tagged);
         // A multi-receive buffer takes every waiting message that fits, not just the first
         // (fabtests' multi_recv hung: messages that arrived while both halves were full stayed
         // unexpected after the application reposted a half).
@@ -697,7 +747,7 @@ impl ShmEndpoint {
             if flags & FI_MULTI_RECV == 0 {
                 break;
             }
-            outcome = match g.rxq.rematch_multi(context) {
+            outcome = match g.rxq.lock().rematch_multi(context) {
                 Some(m) => PostOutcome::Matched(m),
                 None => PostOutcome::Queued,
             };
@@ -708,15 +758,18 @@ impl ShmEndpoint {
     /// Senders of waiting messages that were not in the AV when the messages arrived may be
     /// now: give those messages their address before a directed receive looks for them.
     fn resolve_sources(&self, g: &mut Inner) {
-        for p in g.rxq.unknown_origins() {
+        let mine = |u: &Pending| !matches!(u, Pending::Foreign(_));
+        let origins = g.rxq.lock().unknown_origins(mine);
+        for p in origins {
             if p < g.peers.len() {
                 g.refresh_fi_addr(p);
             }
         }
         let peers = &g.peers;
-        g.rxq.resolve_sources(|p| {
+        g.rxq.lock().resolve_sources(|u, p| {
             peers
                 .get(p)
+                .filter(|_| mine(u))
                 .map(|peer| peer.fi_addr)
                 .filter(|a| *a != FI_ADDR_NOTAVAIL)
         });
@@ -727,7 +780,7 @@ impl ShmEndpoint {
         let cq = g.rx_cq.clone();
         if flags & FI_PEEK == 0 {
             // A claim: take the message a peek reserved for this context.
-            let u = g.rxq.claim(recv.context).ok_or(Errno::NOMSG)?;
+            let u = g.rxq.lock().claim(recv.context).ok_or(Errno::NOMSG)?;
             if flags & FI_DISCARD != 0 {
                 let tag = u.tag;
                 self.discard(g, u);
@@ -747,9 +800,10 @@ impl ShmEndpoint {
             self.deliver(g, recv, true, u);
             return Ok(());
         }
-        let (found, dropped) = g
-            .rxq
-            .peek(&recv, flags & FI_CLAIM != 0, flags & FI_DISCARD != 0);
+        let (found, dropped) =
+            g.rxq
+                .lock()
+                .peek(&recv, flags & FI_CLAIM != 0, flags & FI_DISCARD != 0);
         match found {
             Peek::NoMatch => {
                 if let Some(cq) = &cq {
@@ -823,6 +877,8 @@ impl ShmEndpoint {
                     }
                 }
             },
+            // Never matched here: the endpoint we serve takes its own messages out itself.
+            Pending::Foreign(_) => g.dropped += 1,
         }
     }
 
@@ -1211,10 +1267,7 @@ impl ShmEndpoint {
             Ok(r) if r.token() == c.sender => Some(Arc::new(r)),
             _ => None,
         };
-        let fi_addr =
-            g.av.as_ref()
-                .and_then(|av| av.reverse(addr.as_bytes()))
-                .unwrap_or(FI_ADDR_NOTAVAIL);
+        let fi_addr = g.av_index(&addr).unwrap_or(FI_ADDR_NOTAVAIL);
         let existing = g.peers.iter().position(|p| p.addr == addr);
         let idx = match existing {
             Some(i) => i,
@@ -1297,36 +1350,25 @@ impl ShmEndpoint {
                 return;
             }
         };
-        let flags = if cq_data { FI_REMOTE_CQ_DATA } else { 0 };
-        match g.rxq.match_incoming(src, c.tag, tagged) {
+        let u = Unexpected {
+            src,
+            tag: c.tag,
+            len: total,
+            data: c.data,
+            flags: if cq_data { FI_REMOTE_CQ_DATA } else { 0 },
+            claimed_by: None,
+            origin: p,
+            payload,
+        };
+        // Matching and parking happen under one lock: a receive posted in between (by another
+        // thread, or by the endpoint we serve) would otherwise miss this message.
+        let mut q = g.rxq.lock();
+        match q.match_incoming(src, c.tag, tagged, total) {
             Some(recv) => {
-                let u = Unexpected {
-                    src,
-                    tag: c.tag,
-                    len: total,
-                    data: c.data,
-                    flags,
-                    claimed_by: None,
-                    origin: p,
-                    payload,
-                };
+                drop(q);
                 self.deliver(g, recv, tagged, u);
             }
-            None => {
-                g.rxq.add_unexpected(
-                    Unexpected {
-                        src,
-                        tag: c.tag,
-                        len: total,
-                        data: c.data,
-                        flags,
-                        claimed_by: None,
-                        origin: p,
-                        payload,
-                    },
-                    tagged,
-                );
-            }
+            None => q.add_unexpected(u, tagged),
         }
     }
 
@@ -1351,7 +1393,7 @@ impl ShmEndpoint {
         } else {
             None
         };
-        let Some(recv) = g.rxq.match_incoming(src, c.tag, tagged) else {
+        let Some(recv) = g.rxq.lock().match_incoming(src, c.tag, tagged, total) else {
             return false;
         };
         let dest = recv.target();
@@ -1886,7 +1928,7 @@ impl ShmEndpoint {
         }
         // Unexpected rendezvous messages from dead senders can never be delivered.
         let tokens: Vec<u64> = dead.iter().map(|&i| g.peers[i].token).collect();
-        g.rxq.drain_unexpected(
+        g.rxq.lock().drain_unexpected(
             |u| matches!(&u.payload, Pending::Remote(c) if tokens.contains(&c.sender)),
         );
         g.outbox.retain(|(p, _)| !dead.contains(p));
@@ -1901,6 +1943,37 @@ impl ShmEndpoint {
         let c = Cmd::decode(raw);
         let mut g = self.lock();
         self.handle(&mut g, &c);
+    }
+}
+
+/// What the endpoint this one serves in peer mode calls (see [`PeerMode`]).
+impl ShmEndpoint {
+    /// Moves a message of ours, taken from the shared queue by the owner's receive, into it.
+    pub fn deliver_unexpected(&self, recv: Recv, tagged: bool, u: Unexpected<Pending>) {
+        let mut g = self.lock();
+        self.deliver(&mut g, recv, tagged, u);
+    }
+
+    /// Drops a message of ours that the owner's `FI_DISCARD` took from the shared queue.
+    pub fn discard_unexpected(&self, u: Unexpected<Pending>) {
+        let mut g = self.lock();
+        self.discard(&mut g, u);
+    }
+
+    /// The AV index of our peer `origin` (a message's sender), once the application has
+    /// inserted it.
+    pub fn resolve_origin(&self, origin: usize) -> Option<u64> {
+        let mut g = self.lock();
+        (origin < g.peers.len())
+            .then(|| g.refresh_fi_addr(origin))
+            .filter(|a| *a != FI_ADDR_NOTAVAIL)
+    }
+
+    /// Whether the peer at `fi_addr` has an endpoint on this host we can reach (its region
+    /// exists and is mapped).
+    pub fn reachable(&self, fi_addr: u64) -> bool {
+        let mut g = self.lock();
+        g.enabled && g.peer_for(fi_addr).and_then(|p| g.connect(p)).is_ok()
     }
 }
 
@@ -1920,20 +1993,26 @@ impl Endpoint for ShmEndpoint {
         if g.enabled {
             return Err(Errno::OPBADSTATE);
         }
-        let me: Weak<dyn Progress> = self.me.clone();
+        // In peer mode the owner progresses us, and its AV holds its own address format.
+        let me: Option<Weak<dyn Progress>> = match g.peer_mode {
+            Some(_) => None,
+            None => Some(self.me.clone()),
+        };
         match target {
             Bind::Av(av) => {
                 if flags != 0 {
                     return Err(Errno::BADFLAGS);
                 }
-                if av.codec().addr_format() != FI_ADDR_STR {
+                if av.codec().addr_format() != FI_ADDR_STR && g.peer_mode.is_none() {
                     return Err(Errno::INVAL);
                 }
                 g.av = Some(av);
             }
             Bind::Cq(cq) => {
                 let (tx, rx) = self.flags.bind_cq(flags)?;
-                cq.add_source(me);
+                if let Some(me) = me {
+                    cq.add_source(me);
+                }
                 if tx {
                     g.tx_cq = Some(cq.clone());
                 }
@@ -1947,7 +2026,9 @@ impl Endpoint for ShmEndpoint {
                 if flags & !known != 0 || flags == 0 {
                     return Err(Errno::BADFLAGS);
                 }
-                c.add_source(me);
+                if let Some(me) = me {
+                    c.add_source(me);
+                }
                 let set = |slot: &mut Option<Arc<Cntr>>, bit: u64| {
                     if flags & bit != 0 {
                         *slot = Some(c.clone());
@@ -2017,7 +2098,7 @@ impl Endpoint for ShmEndpoint {
         }
         let g = self.lock();
         let v: u64 = match name {
-            FI_OPT_MIN_MULTI_RECV => g.rxq.min_multi_recv() as u64,
+            FI_OPT_MIN_MULTI_RECV => g.rxq.lock().min_multi_recv() as u64,
             FI_OPT_MAX_MSG_SIZE | FI_OPT_MAX_TAGGED_SIZE | FI_OPT_MAX_RMA_SIZE => usize::MAX as u64,
             FI_OPT_MAX_ATOMIC_SIZE => (BOUNCE_SIZE / 2) as u64,
             FI_OPT_INJECT_MSG_SIZE | FI_OPT_INJECT_TAGGED_SIZE | FI_OPT_INJECT_RMA_SIZE => {
@@ -2038,11 +2119,11 @@ impl Endpoint for ShmEndpoint {
         if level != FI_OPT_ENDPOINT {
             return Err(Errno::NOPROTOOPT);
         }
-        let mut g = self.lock();
+        let g = self.lock();
         match name {
             FI_OPT_MIN_MULTI_RECV => {
                 let v: [u8; 8] = val.try_into().map_err(|_| Errno::INVAL)?;
-                g.rxq.set_min_multi_recv(usize::from_ne_bytes(v));
+                g.rxq.lock().set_min_multi_recv(usize::from_ne_bytes(v));
                 Ok(())
             }
             // bool options: shm has no CUDA path and is shared memory itself.
@@ -2088,8 +2169,8 @@ impl Endpoint for ShmEndpoint {
     }
 
     fn cancel(&self, context: usize) -> Result<()> {
-        let mut g = self.lock();
-        let (recv, tagged) = g.rxq.cancel(context).ok_or(Errno::NOENT)?;
+        let g = self.lock();
+        let (recv, tagged) = g.rxq.lock().cancel(context).ok_or(Errno::NOENT)?;
         if let Some(cq) = &g.rx_cq {
             let mut e = CqErrEntry::new(
                 recv.context,
@@ -2115,7 +2196,7 @@ impl Endpoint for ShmEndpoint {
         if !g.enabled {
             return Err(Errno::OPBADSTATE);
         }
-        Ok(super::RX_SIZE.saturating_sub(g.rxq.posted()))
+        Ok(super::RX_SIZE.saturating_sub(g.rxq.lock().posted()))
     }
 
     fn recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {

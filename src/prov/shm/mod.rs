@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 
 /// The command layout, for the fuzz harness (`crate::fuzzing`).
 pub(crate) use cmd::{Cmd, OP_CONNECT};
-pub use ep::ShmEndpoint;
+pub use ep::{PeerMode, Pending, ShmEndpoint};
 pub use region::CMD_SIZE;
 
 use crate::abi::consts::*;
@@ -318,24 +318,47 @@ impl ShmProvider {
             return Err(Errno::NODEV);
         }
         let mr_mode = info.domain_attr.mr_mode;
-        Ok(Arc::new_cyclic(|me| ShmDomain {
+        Ok(Self::domain_with(Arc::new(MrMap::new(mr_mode, 8)), mr_mode))
+    }
+
+    /// The domain of the shm endpoints that carry another provider's local peers (peer mode):
+    /// it checks remote accesses against that provider's registrations, so the keys the
+    /// application exchanged work through either path.
+    pub fn peer_domain(mr_map: Arc<MrMap>, mr_mode: i32) -> Arc<ShmDomain> {
+        Self::domain_with(mr_map, mr_mode)
+    }
+
+    fn domain_with(mr_map: Arc<MrMap>, mr_mode: i32) -> Arc<ShmDomain> {
+        Arc::new_cyclic(|me| ShmDomain {
             me: me.clone(),
-            mr_map: MrMap::new(mr_mode, 8),
+            mr_map,
             mr_mode,
-        }))
+        })
     }
 }
 
 pub struct ShmDomain {
     me: std::sync::Weak<ShmDomain>,
-    mr_map: MrMap,
+    mr_map: Arc<MrMap>,
     mr_mode: i32,
 }
 
 impl ShmDomain {
-    /// Opens an endpoint from Rust (efa's local peers).
     pub fn open_endpoint(&self, info: &Info) -> Result<Arc<ShmEndpoint>> {
         ShmEndpoint::new(self.me.upgrade().ok_or(Errno::OPBADSTATE)?, info)
+    }
+
+    /// An endpoint in peer mode (see [`PeerMode`]).
+    pub fn open_peer_endpoint(
+        &self,
+        caps: u64,
+        op_flags: (u64, u64),
+        name: String,
+        rxq: crate::util::rxq::SharedRxQueue<Pending>,
+        mode: PeerMode,
+    ) -> Result<Arc<ShmEndpoint>> {
+        let me = self.me.upgrade().ok_or(Errno::OPBADSTATE)?;
+        Ok(ShmEndpoint::new_peer(me, caps, op_flags, name, rxq, mode))
     }
 }
 

@@ -10,6 +10,7 @@
 //! and runt-read protocols are never chosen and their feature bit is not advertised.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
@@ -18,12 +19,13 @@ use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::device::{Completion, DevError, Device, EfaAddr, HEADROOM};
 use crate::prov::efa::{EfaDomain, Knobs};
+use crate::prov::shm::{Pending, ShmEndpoint};
 use crate::sys::mem::{IoVec, gather, iov_len};
 use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::{Cq, CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, OpFlags, RmaOp};
-use crate::util::rxq::{MAX_IOV, RxQueue};
+use crate::util::rxq::{MAX_IOV, SharedRxQueue};
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
 
@@ -180,8 +182,9 @@ pub(super) fn next_msg_id(id: u32) -> u32 {
     }
 }
 
-/// What an unexpected message is in the receive queue: its rx entry.
-pub(super) type Unexp = u64;
+/// What an unexpected message is in the receive queue, which our shm endpoint shares: ours are
+/// `Pending::Foreign(rx entry)`, the others shm's.
+pub(super) type Unexp = Pending;
 
 pub(super) struct Peer {
     pub addr: EfaAddr,
@@ -200,6 +203,8 @@ pub(super) struct Peer {
     /// Operations waiting for the handshake.
     pub waiting: VecDeque<u64>,
     pub dead: bool,
+    /// Reached through shm (decided on the first operation to it; `local.rs`).
+    pub via_shm: Option<bool>,
     /// RNR back-off: no new packet goes out before this.
     pub backoff_until: Option<Instant>,
     pub backoff_us: u64,
@@ -220,6 +225,7 @@ impl Peer {
             contacted: false,
             waiting: VecDeque::new(),
             dead: false,
+            via_shm: None,
             backoff_until: None,
             backoff_us: 0,
         }
@@ -289,7 +295,7 @@ pub(super) struct Inner {
     pub tx_cq: Option<Arc<Cq>>,
     pub rx_cq: Option<Arc<Cq>>,
     pub cntr: Counters,
-    pub rxq: RxQueue<Unexp>,
+    pub rxq: SharedRxQueue<Unexp>,
     pub peers: Vec<Peer>,
     pub by_addr: HashMap<EfaAddr, usize>,
     pub by_fi: HashMap<u64, usize>,
@@ -316,6 +322,11 @@ pub struct RdmEndpoint {
     pub(super) flags: OpFlags,
     pub(super) inner: Mutex<Inner>,
     wait_fd: Option<std::os::fd::RawFd>,
+    /// The shm endpoint for local peers (`local.rs`), used once enabled (`shm_on`) unless the
+    /// application said FI_OPT_SHARED_MEMORY_PERMITTED false first (`shm_permitted`).
+    pub(super) shm: Option<Arc<ShmEndpoint>>,
+    pub(super) shm_on: AtomicBool,
+    pub(super) shm_permitted: AtomicBool,
 }
 
 impl RdmEndpoint {
@@ -328,7 +339,22 @@ impl RdmEndpoint {
     ) -> Arc<RdmEndpoint> {
         let knobs = domain.knobs.clone();
         let mtu = dev.mtu();
-        let wait_fd = dev.wait_fd();
+        let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
+        // Upstream uses shm unless the application asked for remote communication only.
+        let local_comm = caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) != FI_REMOTE_COMM;
+        let shm = (local_comm && crate::prov::efa::shm_transfer_enabled())
+            .then(|| {
+                domain.shm_domain().open_peer_endpoint(
+                    caps,
+                    (tx_op_flags, rx_op_flags),
+                    super::local::shm_name(&dev.addr()),
+                    rxq.clone(),
+                    super::local::PEER_MODE,
+                )
+            })
+            .and_then(|r| r.ok());
+        // Blocking on the device's fd would miss what arrives through shm, which has none.
+        let wait_fd = if shm.is_some() { None } else { dev.wait_fd() };
         // Enough posted buffers to absorb a window from a few peers without RNR, bounded in
         // memory (64 KiB datagrams on loopback).
         let rx_target = (knobs.rx_size.max(64) * 8192 / mtu.max(1))
@@ -340,6 +366,9 @@ impl RdmEndpoint {
             caps,
             flags: OpFlags::new(tx_op_flags, rx_op_flags),
             wait_fd,
+            shm,
+            shm_on: AtomicBool::new(false),
+            shm_permitted: AtomicBool::new(true),
             inner: Mutex::new(Inner {
                 dev,
                 mtu,
@@ -349,7 +378,7 @@ impl RdmEndpoint {
                 tx_cq: None,
                 rx_cq: None,
                 cntr: Counters::default(),
-                rxq: RxQueue::new(caps & FI_DIRECTED_RECV != 0),
+                rxq,
                 peers: Vec::new(),
                 by_addr: HashMap::new(),
                 by_fi: HashMap::new(),
@@ -1072,6 +1101,10 @@ impl RdmEndpoint {
             return Err(Errno::AGAIN);
         }
         let peer = g.peer_for(op.addr)?;
+        if let Some(shm) = self.route(&mut g, peer) {
+            drop(g);
+            return shm.send(op, tagged);
+        }
         if g.peers[peer].dead {
             return Err(Errno::CONNABORTED);
         }
@@ -1117,6 +1150,10 @@ impl RdmEndpoint {
             return Err(Errno::MSGSIZE);
         }
         let peer = g.peer_for(op.addr)?;
+        if let Some(shm) = self.route(&mut g, peer) {
+            drop(g);
+            return if read { shm.read(op) } else { shm.write(op) };
+        }
         if g.peers[peer].dead {
             return Err(Errno::CONNABORTED);
         }
@@ -1176,6 +1213,10 @@ impl RdmEndpoint {
             return Err(Errno::MSGSIZE);
         }
         let peer = g.peer_for(op.addr)?;
+        if let Some(shm) = self.route(&mut g, peer) {
+            drop(g);
+            return shm.atomic(op);
+        }
         if g.peers[peer].dead {
             return Err(Errno::CONNABORTED);
         }
@@ -1356,14 +1397,20 @@ impl RdmEndpoint {
                 cq.push_err(e);
             }
         }
-        g.rxq
-            .drain_unexpected(|u| g.rxes.get(u.payload).is_none_or(|r| r.peer == p));
+        let rxes = &g.rxes;
+        g.rxq.lock().drain_unexpected(|u| match u.payload {
+            Pending::Foreign(id) => rxes.get(id).is_none_or(|r| r.peer == p),
+            _ => false,
+        });
         g.peers[p].waiting.clear();
     }
 }
 
 impl Progress for RdmEndpoint {
     fn progress(&self) {
+        if let Some(shm) = self.shm() {
+            shm.progress();
+        }
         // Another thread holding the lock is progressing already.
         let Ok(g) = self.inner.try_lock() else {
             return;
@@ -1378,12 +1425,9 @@ impl Progress for RdmEndpoint {
     }
 }
 
-impl Endpoint for RdmEndpoint {
-    fn bind(&self, target: Bind, flags: u64) -> Result<()> {
-        let mut g = self.lock();
-        if g.enabled {
-            return Err(Errno::OPBADSTATE);
-        }
+impl RdmEndpoint {
+    /// fi_ep_bind(3) on this endpoint itself.
+    fn bind_own(&self, g: &mut Inner, target: Bind, flags: u64) -> Result<()> {
         let me: Weak<dyn Progress> = self.me.clone();
         match target {
             Bind::Av(av) => {
@@ -1430,6 +1474,28 @@ impl Endpoint for RdmEndpoint {
         }
         Ok(())
     }
+}
+
+impl Endpoint for RdmEndpoint {
+    fn bind(&self, target: Bind, flags: u64) -> Result<()> {
+        let mut g = self.lock();
+        if g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        self.bind_own(&mut g, target.clone(), flags)?;
+        // What we accepted, our shm endpoint takes as well (it reports into the same objects).
+        if let Some(shm) = &self.shm
+            && let Err(e) = shm.bind(target, flags)
+        {
+            crate::fi_warn!(
+                "efa",
+                crate::core::log::Subsys::EpCtrl,
+                "shm endpoint refused a binding ({e}): local peers go through the device"
+            );
+            self.shm_permitted.store(false, Ordering::Release);
+        }
+        Ok(())
+    }
 
     fn enable(&self) -> Result<()> {
         let mut g = self.lock();
@@ -1443,13 +1509,28 @@ impl Endpoint for RdmEndpoint {
         {
             return Err(Errno::NOCQ);
         }
+        if let Some(shm) = &self.shm
+            && self.shm_permitted.load(Ordering::Acquire)
+        {
+            match shm.enable() {
+                Ok(()) => self.shm_on.store(true, Ordering::Release),
+                Err(e) => crate::fi_warn!(
+                    "efa",
+                    crate::core::log::Subsys::EpCtrl,
+                    "no shm endpoint ({e}): local peers go through the device"
+                ),
+            }
+        }
         g.enabled = true;
         self.progress_locked(&mut g);
         Ok(())
     }
-
     fn getname(&self) -> Result<Vec<u8>> {
         Ok(self.lock().dev.addr().to_bytes().to_vec())
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn getopt(&self, level: i32, name: i32, val: &mut [u8], needed: &mut usize) -> Result<usize> {
@@ -1461,8 +1542,9 @@ impl Endpoint for RdmEndpoint {
     }
 
     fn cancel(&self, context: usize) -> Result<()> {
-        let mut g = self.lock();
-        let (recv, tagged) = g.rxq.cancel(context).ok_or(Errno::NOENT)?;
+        let g = self.lock();
+        let found = g.rxq.lock().cancel(context);
+        let (recv, tagged) = found.ok_or(Errno::NOENT)?;
         if let Some(cq) = &g.rx_cq {
             let mut e = CqErrEntry::new(
                 recv.context,
@@ -1488,7 +1570,7 @@ impl Endpoint for RdmEndpoint {
         if !g.enabled {
             return Err(Errno::OPBADSTATE);
         }
-        Ok(g.knobs.rx_size.saturating_sub(g.rxq.posted()))
+        Ok(g.knobs.rx_size.saturating_sub(g.rxq.lock().posted()))
     }
 
     fn recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
@@ -1522,6 +1604,10 @@ impl Endpoint for RdmEndpoint {
     fn close(&self) -> Result<()> {
         let mut g = self.lock();
         g.enabled = false;
+        if let Some(shm) = &self.shm {
+            self.shm_on.store(false, Ordering::Release);
+            shm.close()?;
+        }
         // What the transport went through (FI_LOG_LEVEL=info): retransmissions, RNR, drops.
         crate::fi_info!(
             "efa",

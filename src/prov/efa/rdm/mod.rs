@@ -2,6 +2,7 @@
 //! messaging, emulated RMA and atomics over a device that offers unordered reliable datagrams.
 
 mod ep;
+mod local;
 pub mod pkt;
 mod rx;
 
@@ -42,7 +43,7 @@ fn getopt(
     }
     let g = ep.lock();
     match name {
-        FI_OPT_MIN_MULTI_RECV => put_u64(g.rxq.min_multi_recv() as u64, val, needed),
+        FI_OPT_MIN_MULTI_RECV => put_u64(g.rxq.lock().min_multi_recv() as u64, val, needed),
         FI_OPT_MAX_MSG_SIZE | FI_OPT_MAX_TAGGED_SIZE | FI_OPT_MAX_RMA_SIZE => {
             put_u64(usize::MAX as u64, val, needed)
         }
@@ -73,7 +74,7 @@ fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
     let mut g = ep.lock();
     match name {
         FI_OPT_MIN_MULTI_RECV => {
-            g.rxq.set_min_multi_recv(size()?);
+            g.rxq.lock().set_min_multi_recv(size()?);
             Ok(())
         }
         FI_OPT_EFA_RNR_RETRY => {
@@ -91,9 +92,15 @@ fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
             flag()?;
             Ok(())
         }
-        // This endpoint never uses shared memory, so any answer is honoured.
+        // fi_endpoint(3): whether local peers may be reached through shared memory (shm);
+        // decided when the endpoint is enabled.
         FI_OPT_SHARED_MEMORY_PERMITTED => {
-            flag()?;
+            let permitted = flag()?;
+            if g.enabled {
+                return Err(Errno::OPBADSTATE);
+            }
+            ep.shm_permitted
+                .store(permitted, std::sync::atomic::Ordering::Release);
             Ok(())
         }
         FI_OPT_EFA_USE_DEVICE_RDMA => {

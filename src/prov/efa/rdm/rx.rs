@@ -12,7 +12,9 @@ use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::PROV_ERR_REMOTE_ACCESS;
 use crate::prov::efa::device::{EfaAddr, HEADROOM};
+use crate::prov::shm::Pending;
 use crate::sys::mem::{IoVec, gather, iov_len, scatter};
+use crate::util::Progress;
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, MsgOp};
 use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected};
@@ -43,27 +45,34 @@ impl RdmEndpoint {
         } else {
             FI_ADDR_UNSPEC
         };
-        if src != FI_ADDR_UNSPEC && g.rxq.has_unknown_sources() {
+        if src != FI_ADDR_UNSPEC && g.rxq.lock().has_unknown_sources() {
             self.resolve_sources(&mut g);
         }
         let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
-            // A peek looks at what has arrived: take in what the device holds first.
+            // A peek looks at what has arrived: take in what the device and shm hold first.
+            if let Some(shm) = self.shm() {
+                shm.progress();
+            }
             self.progress_locked(&mut g);
             return self.peek_or_claim(&mut g, recv, flags);
         }
-        if g.rxq.posted() >= g.knobs.rx_size {
-            return Err(Errno::AGAIN);
-        }
         let context = recv.context;
-        let mut outcome = g.rxq.post(recv, tagged);
+        let mut outcome = {
+            let mut q = g.rxq.lock();
+            if q.posted() >= g.knobs.rx_size {
+                return Err(Errno::AGAIN);
+            }
+            q.post(recv, tagged)
+        };
         while let PostOutcome::Matched(m) = outcome {
             let (recv, u) = *m;
-            self.deliver(&mut g, u.payload, recv);
+            self.deliver_unexpected(&mut g, recv, tagged, u);
             if flags & FI_MULTI_RECV == 0 {
                 break;
             }
-            outcome = match g.rxq.rematch_multi(context) {
+            let next = g.rxq.lock().rematch_multi(context);
+            outcome = match next {
                 Some(m) => PostOutcome::Matched(m),
                 None => PostOutcome::Queued,
             };
@@ -71,20 +80,46 @@ impl RdmEndpoint {
         Ok(())
     }
 
+    /// A message waiting in the shared queue found its receive: ours, or shm's (moved by it).
+    fn deliver_unexpected(&self, g: &mut Inner, recv: Recv, tagged: bool, u: Unexpected<Unexp>) {
+        match u.payload {
+            Pending::Foreign(id) => self.deliver(g, id, recv),
+            _ => match self.shm.as_ref() {
+                Some(shm) => shm.deliver_unexpected(recv, tagged, u),
+                None => g.dropped += 1,
+            },
+        }
+    }
+
     /// Waiting messages from senders inserted into the AV since they arrived get their
     /// address, so that a directed receive finds them (as shm's `resolve_sources`).
     fn resolve_sources(&self, g: &mut Inner) {
-        for p in g.rxq.unknown_origins() {
+        let ours = |u: &Unexp| matches!(u, Pending::Foreign(_));
+        let origins = g.rxq.lock().unknown_origins(ours);
+        for p in origins {
             if p < g.peers.len() {
                 self.refresh_fi_addr(g, p);
             }
         }
+        // shm's senders are resolved by shm, without the queue locked (lock order).
+        let mut shm_found = Vec::new();
+        if let Some(shm) = self.shm() {
+            let origins = g.rxq.lock().unknown_origins(|u| !ours(u));
+            shm_found = origins
+                .into_iter()
+                .filter_map(|p| Some((p, shm.resolve_origin(p)?)))
+                .collect();
+        }
         let peers = &g.peers;
-        g.rxq.resolve_sources(|p| {
-            peers
-                .get(p)
-                .map(|peer| peer.fi_addr)
-                .filter(|a| *a != FI_ADDR_NOTAVAIL)
+        g.rxq.lock().resolve_sources(|u, p| {
+            if ours(u) {
+                peers
+                    .get(p)
+                    .map(|peer| peer.fi_addr)
+                    .filter(|a| *a != FI_ADDR_NOTAVAIL)
+            } else {
+                shm_found.iter().find(|(o, _)| *o == p).map(|(_, a)| *a)
+            }
         });
     }
 
@@ -92,26 +127,29 @@ impl RdmEndpoint {
     fn peek_or_claim(&self, g: &mut Inner, recv: Recv, flags: u64) -> Result<()> {
         let cq = g.rx_cq.clone();
         if flags & FI_PEEK == 0 {
-            let u = g.rxq.claim(recv.context).ok_or(Errno::NOMSG)?;
+            let claimed = g.rxq.lock().claim(recv.context);
+            let u = claimed.ok_or(Errno::NOMSG)?;
             if flags & FI_DISCARD != 0 {
-                self.discard(g, u.payload);
+                let tag = u.tag;
+                self.discard(g, u);
                 if let Some(cq) = &cq {
                     cq.push(CqEntry {
                         op_context: recv.context,
                         flags: FI_RECV | FI_TAGGED,
-                        tag: u.tag,
+                        tag,
                         src_addr: FI_ADDR_NOTAVAIL,
                         ..Default::default()
                     });
                 }
                 return Ok(());
             }
-            self.deliver(g, u.payload, recv);
+            self.deliver_unexpected(g, recv, true, u);
             return Ok(());
         }
-        let (found, dropped) = g
-            .rxq
-            .peek(&recv, flags & FI_CLAIM != 0, flags & FI_DISCARD != 0);
+        let (found, dropped) =
+            g.rxq
+                .lock()
+                .peek(&recv, flags & FI_CLAIM != 0, flags & FI_DISCARD != 0);
         let Some(cq) = &cq else { return Ok(()) };
         match found {
             Peek::NoMatch => {
@@ -127,7 +165,7 @@ impl RdmEndpoint {
                 flags: f,
             } => {
                 if let Some(u) = dropped {
-                    self.discard(g, u.payload);
+                    self.discard(g, u);
                 }
                 cq.push(CqEntry {
                     op_context: recv.context,
@@ -145,7 +183,13 @@ impl RdmEndpoint {
 
     /// FI_DISCARD: the message is received into nothing (a long one still has to be drained
     /// from the sender, which completes normally).
-    fn discard(&self, g: &mut Inner, id: u64) {
+    fn discard(&self, g: &mut Inner, u: Unexpected<Unexp>) {
+        let Pending::Foreign(id) = u.payload else {
+            if let Some(shm) = &self.shm {
+                shm.discard_unexpected(u);
+            }
+            return;
+        };
         if let Some(r) = g.rxes.get_mut(id) {
             r.discard = true;
         }
@@ -161,12 +205,8 @@ impl RdmEndpoint {
 
     /// Binds a receive to a message: reserves its space (multi-receive) and moves staged data.
     fn attach(&self, g: &mut Inner, id: u64, recv: Recv) {
-        let Some(r) = g.rxes.get(id) else { return };
-        let total = r.total;
         let target = recv.target();
-        let released = recv.flags & FI_MULTI_RECV != 0
-            && g.rxq
-                .consume_multi(recv.context, total.min(iov_len(&target)));
+        let released = recv.released;
         let Some(r) = g.rxes.get_mut(id) else { return };
         if !r.staging.is_empty() {
             scatter(&target, 0, &r.staging);
@@ -471,7 +511,10 @@ impl RdmEndpoint {
             }
         }
         let src = g.peers[p].fi_addr;
-        let recv = g.rxq.match_incoming(src, h.tag, tagged);
+        // Matched and, if nothing matches, parked under one lock of the queue shm shares: a
+        // receive posted in between would otherwise miss this message.
+        let mut q = g.rxq.lock();
+        let recv = q.match_incoming(src, h.tag, tagged, total);
         let staging = match (&recv, longcts) {
             (Some(_), _) => Vec::new(),
             (None, true) => vec![0u8; data.len()],
@@ -501,24 +544,30 @@ impl RdmEndpoint {
             g.peers[p].rx_map.insert(h.msg_id, id);
         }
         match recv {
-            Some(recv) => self.attach(g, id, recv),
-            None => g.rxq.add_unexpected(
-                Unexpected {
-                    src,
-                    tag: h.tag,
-                    len: total,
-                    data: req.cq_data.unwrap_or(0),
-                    flags: if req.cq_data.is_some() {
-                        FI_REMOTE_CQ_DATA
-                    } else {
-                        0
+            Some(recv) => {
+                drop(q);
+                self.attach(g, id, recv);
+            }
+            None => {
+                q.add_unexpected(
+                    Unexpected::<Unexp> {
+                        src,
+                        tag: h.tag,
+                        len: total,
+                        data: req.cq_data.unwrap_or(0),
+                        flags: if req.cq_data.is_some() {
+                            FI_REMOTE_CQ_DATA
+                        } else {
+                            0
+                        },
+                        claimed_by: None,
+                        origin: p,
+                        payload: Pending::Foreign(id),
                     },
-                    claimed_by: None,
-                    origin: p,
-                    payload: id,
-                },
-                tagged,
-            ),
+                    tagged,
+                );
+                drop(q);
+            }
         }
         self.rx_data(g, id, off, data);
     }

@@ -1,0 +1,599 @@
+// The efa provider's RDM tests, included by `tests/efa.rs` (local peers through the software
+// SRD device) and `tests/efa_shm.rs` (local peers through shm, as by default): every case runs
+// both ways. `SHM_TRANSFER` is FI_EFA_ENABLE_SHM_TRANSFER for the including test binary.
+
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use common::node::*;
+use fabric::abi::consts::*;
+use fabric::abi::types::fi_rma_ioc;
+use fabric::core::Errno;
+use fabric::prov::efa::EFA;
+use fabric::prov::efa::rdm::RdmEndpoint;
+use fabric::util::cq::{CqEntry, CqErrEntry};
+use fabric::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, RmaOp};
+
+const CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE | FI_DIRECTED_RECV;
+
+fn init() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: runs once, before any test of this binary reads the environment (every test
+        // calls init() first and the Once blocks the others until it is done).
+        unsafe {
+            std::env::set_var("FI_EFA_MTU_SIZE", "8192");
+            std::env::set_var("FI_EFA_ENABLE_SHM_TRANSFER", SHM_TRANSFER);
+        };
+    });
+}
+
+/// Two connected endpoints on the loopback device: (a, b, b's address at a, a's at b).
+fn pair() -> (Node, Node, u64, u64) {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
+    let mut hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    // What efa asks of applications (fi_efa(7)): provider keys and virtual addresses.
+    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
+    let a = Node::open_hints(&EFA, &hints, lo);
+    let b = Node::open_hints(&EFA, &hints, lo);
+    let ab = a.insert_hex(&b.name_hex());
+    let ba = b.insert_hex(&a.name_hex());
+    (a, b, ab, ba)
+}
+
+/// Next completion of `n`, driving `other` meanwhile.
+fn wait(n: &Node, other: &Node) -> Result<CqEntry, CqErrEntry> {
+    let t = Instant::now();
+    loop {
+        let mut got = None;
+        match n.cq.read(1, |e| got = Some(*e)) {
+            Ok(_) => return Ok(got.unwrap()),
+            Err(Errno::AVAIL) => return Err(n.cq.readerr().unwrap()),
+            Err(_) => {}
+        }
+        other.cq.progress();
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "no completion within 30 s"
+        );
+    }
+}
+
+fn wait_ok(n: &Node, other: &Node) -> CqEntry {
+    wait(n, other).unwrap_or_else(|e| panic!("error completion {e:?}"))
+}
+
+fn msg<'a>(
+    iov: &'a [fabric::sys::mem::IoVec],
+    addr: u64,
+    tag: u64,
+    ctx: usize,
+    flags: u64,
+) -> MsgOp<'a> {
+    MsgOp {
+        iov,
+        desc: &[],
+        addr,
+        context: ctx,
+        data: 0,
+        tag,
+        ignore: 0,
+        flags,
+        call: if flags == 0 { Call::Plain } else { Call::Msg },
+    }
+}
+
+/// Sends `len` bytes a→b and checks them; `early`: the receive is posted before the send.
+fn exchange(a: &Node, b: &Node, ab: u64, len: usize, tagged: bool, early: bool, seed: u8) {
+    let (src, sv) = buf(len);
+    src.copy_from_slice(&pattern(len, seed));
+    let (dst, dv) = buf(len);
+    let tag = 0x5eed_0000 + len as u64;
+    let post_recv = || {
+        b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, tag, 2, 0), tagged)
+            .unwrap()
+    };
+    if early {
+        post_recv();
+    }
+    a.ep.send(&msg(&[sv], ab, tag, 1, 0), tagged).unwrap();
+    if !early {
+        // Let the message arrive unexpected first.
+        for _ in 0..50 {
+            b.cq.progress();
+            a.cq.progress();
+        }
+        post_recv();
+    }
+    let r = wait_ok(b, a);
+    assert_eq!((r.op_context, r.len), (2, len), "len {len}");
+    assert_ne!(r.flags & FI_RECV, 0);
+    assert_eq!(r.flags & FI_TAGGED != 0, tagged);
+    if tagged {
+        assert_eq!(r.tag, tag);
+    }
+    let s = wait_ok(a, b);
+    assert_eq!(s.op_context, 1);
+    assert!(
+        dst == &pattern(len, seed)[..],
+        "data of a {len}-byte message"
+    );
+}
+
+#[test]
+fn messages_of_every_protocol_arrive_intact() {
+    let (a, b, ab, _) = pair();
+    // 8 KiB MTU: eager ≤ ~8 KiB, medium ≤ 64 KiB, long-CTS beyond.
+    for (i, &len) in [0, 1, 7000, 8200, 30_000, 65_536, 200_001, 3 << 20]
+        .iter()
+        .enumerate()
+    {
+        for tagged in [false, true] {
+            for early in [true, false] {
+                exchange(&a, &b, ab, len, tagged, early, i as u8);
+            }
+        }
+    }
+}
+
+#[test]
+fn many_messages_keep_their_order() {
+    let (a, b, ab, _) = pair();
+    const N: usize = 300;
+    let bufs: Vec<_> = (0..N).map(|_| buf(3000)).collect();
+    for (i, (_, v)) in bufs.iter().enumerate() {
+        b.ep.recv(&msg(&[*v], FI_ADDR_UNSPEC, 0, 1000 + i, 0), false)
+            .unwrap();
+    }
+    let srcs: Vec<_> = (0..N)
+        .map(|i| {
+            let (s, v) = buf(100 + i * 9);
+            s.copy_from_slice(&pattern(s.len(), i as u8));
+            v
+        })
+        .collect();
+    for (i, v) in srcs.iter().enumerate() {
+        a.retry(|| a.ep.send(&msg(&[*v], ab, 0, i, 0), false))
+            .unwrap();
+        b.cq.progress();
+    }
+    for (i, (dst, _)) in bufs.iter().enumerate() {
+        let r = wait_ok(&b, &a);
+        // Receives match in posting order, so message i lands in buffer i.
+        assert_eq!((r.op_context, r.len), (1000 + i, 100 + i * 9));
+        assert_eq!(&dst[..r.len], &pattern(r.len, i as u8)[..]);
+    }
+    for _ in 0..N {
+        wait_ok(&a, &b);
+    }
+}
+
+/// Messages that arrive before the receiver inserted their sender: an undirected receive takes
+/// the first (no source address), then the sender is inserted and a receive directed at it
+/// finds the second, already waiting (fabtests' fi_unexpected_msg).
+#[test]
+fn directed_receive_finds_messages_from_senders_inserted_late() {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
+    let hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    let a = Node::open_hints(&EFA, &hints, lo);
+    let b = Node::open_hints(&EFA, &hints, lo);
+    let ab = a.insert_hex(&b.name_hex());
+    let mut keep = Vec::new();
+    for i in 1..=2u8 {
+        let (s, v) = buf(64);
+        s.copy_from_slice(&pattern(64, i));
+        a.ep.send(&msg(&[v], ab, 7, i as usize, 0), true).unwrap();
+        keep.push(v);
+    }
+    // Both sends complete once b has taken them in (as unexpected messages).
+    for _ in 0..2 {
+        wait_ok(&a, &b);
+    }
+    let (d1, v1) = buf(64);
+    b.ep.recv(&msg(&[v1], FI_ADDR_UNSPEC, 7, 11, 0), true)
+        .unwrap();
+    let e = wait_ok(&b, &a);
+    assert_eq!(
+        (e.op_context, e.len, e.src_addr),
+        (11, 64, FI_ADDR_NOTAVAIL)
+    );
+    assert_eq!(d1, &pattern(64, 1)[..]);
+    let ba = b.insert_hex(&a.name_hex());
+    let (d2, v2) = buf(64);
+    b.ep.recv(&msg(&[v2], ba, 7, 12, 0), true).unwrap();
+    let e = wait(&b, &a).expect("a directed receive finds the waiting message");
+    assert_eq!((e.op_context, e.len, e.src_addr), (12, 64, ba));
+    assert_eq!(d2, &pattern(64, 2)[..]);
+}
+
+#[test]
+fn truncation_and_source_address() {
+    let (a, b, ab, ba) = pair();
+    let (s, sv) = buf(20_000);
+    s.copy_from_slice(&pattern(20_000, 9));
+    let (d, dv) = buf(5000);
+    b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 7, 0), false)
+        .unwrap();
+    a.ep.send(&msg(&[sv], ab, 0, 1, 0), false).unwrap();
+    let e = wait(&b, &a).unwrap_err();
+    assert_eq!(
+        (e.op_context, e.err, e.len, e.olen),
+        (7, FI_ETRUNC, 5000, 15_000)
+    );
+    assert_eq!(e.src_addr, ba, "FI_SOURCE reports the sender's AV index");
+    assert_eq!(d, &pattern(20_000, 9)[..5000]);
+    wait_ok(&a, &b);
+}
+
+fn rma_op<'a>(
+    iov: &'a [fabric::sys::mem::IoVec],
+    addr: u64,
+    rma: &'a [fi_rma_iov],
+    ctx: usize,
+) -> RmaOp<'a> {
+    RmaOp {
+        iov,
+        desc: &[],
+        addr,
+        rma_iov: rma,
+        context: ctx,
+        data: 0,
+        flags: 0,
+        call: Call::Plain,
+    }
+}
+
+#[test]
+fn writes_and_reads_short_and_long() {
+    let (a, b, ab, _) = pair();
+    for &len in &[1usize, 5000, 100_000, 1 << 20] {
+        let (target, tv) = buf(len);
+        let mr = b.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
+        let addr = target.as_ptr() as u64; // FI_MR_VIRT_ADDR
+        let (src, sv) = buf(len);
+        src.copy_from_slice(&pattern(len, 3));
+        let rma = [fi_rma_iov {
+            addr,
+            len,
+            key: mr.key(),
+        }];
+        a.ep.write(&rma_op(&[sv], ab, &rma, 11)).unwrap();
+        let w = wait_ok(&a, &b);
+        assert_eq!(w.op_context, 11);
+        assert_ne!(w.flags & FI_WRITE, 0);
+        assert!(target == &pattern(len, 3)[..], "write of {len}");
+        // Change the target and read it back.
+        target.copy_from_slice(&pattern(len, 77));
+        let (back, bv) = buf(len);
+        a.ep.read(&rma_op(&[bv], ab, &rma, 12)).unwrap();
+        let r = wait_ok(&a, &b);
+        assert_eq!(r.op_context, 12);
+        assert!(back == &pattern(len, 77)[..], "read of {len}");
+    }
+}
+
+#[test]
+fn writedata_completes_at_the_target_with_its_data() {
+    let (a, b, ab, _) = pair();
+    let (target, tv) = buf(64);
+    let mr = b.reg(tv, FI_REMOTE_WRITE, 0);
+    let (_s, sv) = buf(64);
+    let rma = [fi_rma_iov {
+        addr: target.as_ptr() as u64,
+        len: 64,
+        key: mr.key(),
+    }];
+    let iov = [sv];
+    let mut op = rma_op(&iov, ab, &rma, 5);
+    op.data = 0xfeed;
+    op.flags = FI_REMOTE_CQ_DATA;
+    a.ep.write(&op).unwrap();
+    let t = wait_ok(&b, &a);
+    assert_eq!(t.data, 0xfeed);
+    assert_eq!(t.flags & FI_REMOTE_CQ_DATA, FI_REMOTE_CQ_DATA);
+    assert_eq!(t.len, 64);
+    wait_ok(&a, &b);
+}
+
+#[test]
+fn remote_access_is_checked_at_the_target() {
+    let (a, b, ab, _) = pair();
+    let (target, tv) = buf(4096);
+    let ro = b.reg(tv, FI_REMOTE_READ, 0);
+    let base = target.as_ptr() as u64;
+    // Wrong key, out of bounds, and a write into read-only memory: each fails at the initiator
+    // and leaves the target untouched.
+    let cases = [
+        fi_rma_iov {
+            addr: base,
+            len: 4096,
+            key: ro.key() ^ 0x55,
+        },
+        fi_rma_iov {
+            addr: base + 1,
+            len: 4096,
+            key: ro.key(),
+        },
+        fi_rma_iov {
+            addr: base,
+            len: 4096,
+            key: ro.key(),
+        },
+    ];
+    for (i, rma) in cases.iter().enumerate() {
+        let (_s2, sv2) = buf(4096);
+        a.ep.write(&rma_op(&[sv2], ab, std::slice::from_ref(rma), 100 + i))
+            .unwrap();
+        let e = wait(&a, &b).expect_err("refused write completes with an error");
+        assert_eq!(e.op_context, 100 + i);
+        assert!(e.err == FI_EACCES || e.err == FI_EINVAL, "err {}", e.err);
+    }
+    let bad_read = [fi_rma_iov {
+        addr: base + 4000,
+        len: 200,
+        key: ro.key(),
+    }];
+    let (_r, rv) = buf(200);
+    a.ep.read(&rma_op(&[rv], ab, &bad_read, 200)).unwrap();
+    assert_eq!(wait(&a, &b).unwrap_err().op_context, 200);
+    assert!(target.iter().all(|&x| x == 0));
+}
+
+#[test]
+fn atomics_apply_at_the_target() {
+    let (a, b, ab, _) = pair();
+    let (target, tv) = buf(64);
+    target[..8].copy_from_slice(&40u64.to_ne_bytes());
+    let mr = b.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
+    let ioc = [fi_rma_ioc {
+        addr: target.as_ptr() as u64,
+        count: 1,
+        key: mr.key(),
+    }];
+    let (op_s, ov) = buf(8);
+    op_s.copy_from_slice(&2u64.to_ne_bytes());
+    let (res, rv) = buf(8);
+    let (cmp, cv) = buf(8);
+    let atomic = |kind,
+                  op,
+                  ctx,
+                  iov: &[fabric::sys::mem::IoVec],
+                  cmpv: &[fabric::sys::mem::IoVec],
+                  result: &[fabric::sys::mem::IoVec]| {
+        a.ep.atomic(&AtomicOp {
+            kind,
+            iov,
+            desc: &[],
+            compare: cmpv,
+            compare_desc: &[],
+            result,
+            result_desc: &[],
+            addr: ab,
+            rma_ioc: &ioc,
+            datatype: FI_UINT64,
+            op,
+            context: ctx,
+            data: 0,
+            flags: 0,
+            call: Call::Plain,
+        })
+    };
+    atomic(AtomicKind::Write, FI_SUM, 1, &[ov], &[], &[]).unwrap();
+    wait_ok(&a, &b);
+    atomic(AtomicKind::Fetch, FI_SUM, 2, &[ov], &[], &[rv]).unwrap();
+    wait_ok(&a, &b);
+    assert_eq!(u64::from_ne_bytes(res[..].try_into().unwrap()), 42);
+    cmp.copy_from_slice(&44u64.to_ne_bytes());
+    op_s.copy_from_slice(&7u64.to_ne_bytes());
+    atomic(AtomicKind::Compare, FI_CSWAP, 3, &[ov], &[cv], &[rv]).unwrap();
+    wait_ok(&a, &b);
+    assert_eq!(u64::from_ne_bytes(res[..].try_into().unwrap()), 44);
+    assert_eq!(u64::from_ne_bytes(target[..8].try_into().unwrap()), 7);
+    // An op the kind does not have is refused at the call.
+    assert_eq!(
+        atomic(AtomicKind::Write, FI_MSWAP, 4, &[ov], &[], &[]).unwrap_err(),
+        Errno::OPNOTSUPP
+    );
+}
+
+#[test]
+fn delivery_complete_and_inject() {
+    let (a, b, ab, _) = pair();
+    let (_d, dv) = buf(100_000);
+    let (s, sv) = buf(100_000);
+    s.copy_from_slice(&pattern(100_000, 4));
+    b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 9, 0), false)
+        .unwrap();
+    a.ep.send(&msg(&[sv], ab, 0, 8, FI_DELIVERY_COMPLETE), false)
+        .unwrap();
+    wait_ok(&b, &a);
+    assert_eq!(wait_ok(&a, &b).op_context, 8);
+    // Inject: the buffer is free at return and no completion is written.
+    let (i, iv) = buf(64);
+    i.copy_from_slice(&pattern(64, 5));
+    let (d2, d2v) = buf(64);
+    b.ep.recv(&msg(&[d2v], FI_ADDR_UNSPEC, 0, 10, 0), false)
+        .unwrap();
+    let iov = [iv];
+    let mut op = msg(&iov, ab, 0, 0, 0);
+    op.call = Call::Inject;
+    a.ep.send(&op, false).unwrap();
+    i.fill(0);
+    wait_ok(&b, &a);
+    assert_eq!(d2, &pattern(64, 5)[..]);
+    for _ in 0..100 {
+        a.cq.progress();
+    }
+    assert!(a.cq.is_empty(), "inject writes no completion");
+}
+
+#[test]
+fn peek_and_claim() {
+    let (a, b, ab, _) = pair();
+    let (s, sv) = buf(300);
+    s.copy_from_slice(&pattern(300, 6));
+    a.ep.send(&msg(&[sv], ab, 77, 1, 0), true).unwrap();
+    wait_ok(&a, &b);
+    let (d, dv) = buf(300);
+    let t = Instant::now();
+    loop {
+        b.ep.recv(&msg(&[], FI_ADDR_UNSPEC, 77, 5, FI_PEEK | FI_CLAIM), true)
+            .unwrap();
+        match wait(&b, &a) {
+            Ok(e) => {
+                assert_eq!((e.op_context, e.len, e.tag), (5, 300, 77));
+                break;
+            }
+            Err(e) => assert_eq!(e.err, FI_ENOMSG),
+        }
+        assert!(t.elapsed() < Duration::from_secs(10));
+    }
+    b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 77, 5, FI_CLAIM), true)
+        .unwrap();
+    assert_eq!(wait_ok(&b, &a).len, 300);
+    assert_eq!(d, &pattern(300, 6)[..]);
+}
+
+#[test]
+fn a_dead_peer_fails_pending_operations() {
+    let (a, b, ab, _) = pair();
+    drop(b);
+    let (_s, sv) = buf(1 << 20);
+    a.ep.send(&msg(&[sv], ab, 0, 1, 0), false).unwrap();
+    let t = Instant::now();
+    let e = loop {
+        let mut got = None;
+        match a.cq.read(1, |e| got = Some(*e)) {
+            Err(Errno::AVAIL) => break a.cq.readerr().unwrap(),
+            Ok(_) => panic!("a send to a closed endpoint completed: {got:?}"),
+            Err(_) => {}
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "no error completion");
+    };
+    assert_eq!(e.op_context, 1);
+    assert!(
+        e.err == FI_ECONNABORTED || e.err == FI_ENORX,
+        "err {}",
+        e.err
+    );
+}
+
+#[test]
+fn answers_leave_with_the_progress_pass_that_made_them() {
+    // The target reads its completion and then never calls into the library again: the
+    // RECEIPT it owes (delivery complete) must already be on the wire, or the initiator's send
+    // never completes.
+    let (a, b, ab, _) = pair();
+    let (_d, dv) = buf(64);
+    let (s, sv) = buf(64);
+    s.copy_from_slice(&pattern(64, 11));
+    b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 21, 0), false)
+        .unwrap();
+    a.ep.send(&msg(&[sv], ab, 0, 22, FI_DELIVERY_COMPLETE), false)
+        .unwrap();
+    assert_eq!(wait_ok(&b, &a).op_context, 21);
+    let done = a.wait(10).expect("delivery-complete send succeeds");
+    assert_eq!(done.op_context, 22);
+}
+
+#[test]
+fn local_peers_take_the_path_the_knob_says() {
+    let (a, b, ab, _) = pair();
+    exchange(&a, &b, ab, 1 << 20, false, false, 9);
+    let ep = a.ep.as_any().and_then(|e| e.downcast_ref::<RdmEndpoint>());
+    let sent = ep.expect("an efa RDM endpoint").device_stats().data_sent;
+    if SHM_TRANSFER == "1" {
+        assert_eq!(sent, 0, "a message to a local peer went through the device");
+    } else {
+        assert!(sent >= 128, "1 MiB left in {sent} datagrams");
+    }
+}
+
+/// One receive queue for both paths: b takes messages from a (through shm when local peers use
+/// it) and from c, which may not use shared memory (FI_OPT_SHARED_MEMORY_PERMITTED false), so
+/// reaches b through the device. Both land in one multi-receive buffer, each in its own bytes,
+/// with its sender's address.
+#[test]
+fn messages_from_both_paths_share_one_multi_receive_buffer() {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
+    let hints = fabric::core::Info {
+        caps: CAPS | FI_MULTI_RECV,
+        ..Default::default()
+    };
+    let a = Node::open_hints(&EFA, &hints, lo);
+    let b = Node::open_hints(&EFA, &hints, lo);
+    let c = Node::open_configured(&EFA, &hints, lo, |ep| {
+        ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+            .unwrap()
+    });
+    let (ab, cb) = (a.insert_hex(&b.name_hex()), c.insert_hex(&b.name_hex()));
+    let (ba, bc) = (b.insert_hex(&a.name_hex()), b.insert_hex(&c.name_hex()));
+    b.ep.setopt(FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &64usize.to_ne_bytes())
+        .unwrap();
+    let (mbuf, mv) = buf(64 << 10);
+    let base = mbuf.as_ptr() as usize;
+    let mvs = [mv];
+    let mut recv = msg(&mvs, FI_ADDR_UNSPEC, 0, 50, 0);
+    recv.call = Call::Msg;
+    recv.flags = FI_MULTI_RECV | FI_COMPLETION;
+    b.ep.recv(&recv, false).unwrap();
+    let mut keep = Vec::new();
+    for i in 0..6u8 {
+        let (from, to) = if i % 2 == 0 { (&a, ab) } else { (&c, cb) };
+        let (s, v) = buf(1000);
+        s.copy_from_slice(&pattern(1000, 100 + i));
+        from.ep.send(&msg(&[v], to, 0, 60 + i as usize, 0), false)
+            .unwrap();
+        keep.push(v);
+    }
+    let mut seen = Vec::new();
+    let t = Instant::now();
+    while seen.len() < 6 {
+        let mut got = None;
+        match b.cq.read(1, |e| got = Some(*e)) {
+            Ok(_) => {}
+            Err(Errno::AVAIL) => panic!("error completion {:?}", b.cq.readerr()),
+            Err(_) => {
+                a.cq.progress();
+                c.cq.progress();
+                assert!(t.elapsed() < Duration::from_secs(30), "no completion in 30 s");
+                continue;
+            }
+        }
+        let e = got.unwrap();
+        assert_eq!((e.op_context, e.len), (50, 1000));
+        let off = e.buf - base;
+        assert!(off + 1000 <= mbuf.len(), "completion outside the buffer");
+        let got = &mbuf[off..off + 1000];
+        let i = (0..6u8)
+            .find(|&i| got == &pattern(1000, 100 + i)[..])
+            .expect("a message's bytes intact in its own place");
+        assert_eq!(e.src_addr, if i % 2 == 0 { ba } else { bc }, "message {i}");
+        seen.push((off, i));
+    }
+    seen.sort_unstable();
+    seen.dedup_by_key(|s| s.1);
+    assert_eq!(seen.len(), 6, "six messages, six places: {seen:?}");
+    for n in [&a, &c] {
+        for _ in 0..3 {
+            wait_ok(n, &b);
+        }
+    }
+    let sent = |n: &Node| {
+        n.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .map(|e| e.device_stats().data_sent)
+            .unwrap()
+    };
+    assert!(sent(&c) > 0, "c may not use shared memory");
+    assert_eq!(sent(&a) == 0, SHM_TRANSFER == "1");
+}
