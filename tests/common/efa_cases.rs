@@ -597,3 +597,23 @@ fn messages_from_both_paths_share_one_multi_receive_buffer() {
     assert!(sent(&c) > 0, "c may not use shared memory");
     assert_eq!(sent(&a) == 0, SHM_TRANSFER == "1");
 }
+
+/// FI_OPT_SHARED_MEMORY_PERMITTED: a C bool, set before fi_enable; asking for shm while
+/// FI_EFA_ENABLE_SHM_TRANSFER=0 is refused (as upstream).
+#[test]
+fn shared_memory_permitted_is_an_option_before_enable() {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
+    let hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    let opt = FI_OPT_SHARED_MEMORY_PERMITTED;
+    let n = Node::open_configured(&EFA, &hints, lo, |ep| {
+        assert_eq!(ep.setopt(FI_OPT_ENDPOINT, opt, &[1, 0]), Err(Errno::INVAL));
+        assert_eq!(ep.setopt(FI_OPT_ENDPOINT, opt, &[0]), Ok(()));
+        let on = ep.setopt(FI_OPT_ENDPOINT, opt, &[1]);
+        assert_eq!(on, if SHM_TRANSFER == "1" { Ok(()) } else { Err(Errno::INVAL) });
+    });
+    assert_eq!(n.ep.setopt(FI_OPT_ENDPOINT, opt, &[0]), Err(Errno::OPBADSTATE));
+}

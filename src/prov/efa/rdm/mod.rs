@@ -95,9 +95,16 @@ fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
         // fi_endpoint(3): whether local peers may be reached through shared memory (shm);
         // decided when the endpoint is enabled.
         FI_OPT_SHARED_MEMORY_PERMITTED => {
+            // A C bool; asking for shm while FI_EFA_ENABLE_SHM_TRANSFER=0 is refused, as upstream.
+            if val.len() != 1 {
+                return Err(Errno::INVAL);
+            }
             let permitted = flag()?;
             if g.enabled {
                 return Err(Errno::OPBADSTATE);
+            }
+            if permitted && !crate::prov::efa::shm_transfer_enabled() {
+                return Err(Errno::INVAL);
             }
             ep.shm_permitted
                 .store(permitted, std::sync::atomic::Ordering::Release);
