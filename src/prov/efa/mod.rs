@@ -372,7 +372,10 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
                 FI_PROGRESS_AUTO
             },
             resource_mgmt: if rdm { FI_RM_ENABLED } else { FI_RM_DISABLED },
-            av_type: if rdm { FI_AV_TABLE } else { FI_AV_UNSPEC },
+            // Any AV type matches (upstream's prov info says FI_AV_UNSPEC); an RDM entry then
+            // says FI_AV_TABLE, the only one efa implements (FI_AV_MAP, deprecated in 2.x, is
+            // served as a table: Open MPI 4.1 asks for it).
+            av_type: FI_AV_UNSPEC,
             mr_mode: (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32,
             mr_key_size: 4,
             cq_data_size: if rdm { 4 } else { 0 },
@@ -465,6 +468,9 @@ impl InfoProvider for EfaProvider {
                 {
                     i.dest_addr = Some(d);
                 }
+            }
+            if i.ep_attr.type_ == FI_EP_RDM {
+                i.domain_attr.av_type = FI_AV_TABLE;
             }
             // FI_MR_LOCAL only when the application offers it (§10).
             if hint_mr & FI_MR_LOCAL as i32 != 0 && i.domain_attr.mr_mode != 0 {
@@ -599,7 +605,13 @@ impl Domain for EfaDomain {
     }
 
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<Av>> {
-        Av::new(attr, Arc::new(EfaAddrCodec))
+        // FI_AV_MAP is served as FI_AV_TABLE, as upstream efa does (fi_addr values are then
+        // table indices, which FI_AV_MAP allows: they are opaque to the application).
+        let mut attr = attr.clone();
+        if attr.type_ == FI_AV_MAP {
+            attr.type_ = FI_AV_TABLE;
+        }
+        Av::new(&attr, Arc::new(EfaAddrCodec))
     }
 
     fn mr_reg(&self, req: &MrRequest) -> Result<Arc<Mr>> {
@@ -692,6 +704,19 @@ mod tests {
             c.straddr(&b)
                 .starts_with("fi_addr_efa://[::ffff:10.0.0.1]:4791:")
         );
+    }
+
+    #[test]
+    fn av_map_hints_get_an_av_table() {
+        // Open MPI 4.1's OFI MTL asks for FI_AV_MAP; upstream efa answers with FI_AV_TABLE.
+        let mut h = Info::default();
+        h.ep_attr.type_ = FI_EP_RDM;
+        h.domain_attr.av_type = FI_AV_MAP;
+        let l = EFA
+            .getinfo(fi_version(1, 17), None, None, 0, Some(&h))
+            .unwrap();
+        assert!(!l.is_empty());
+        assert!(l.iter().all(|i| i.domain_attr.av_type == FI_AV_TABLE));
     }
 
     #[test]
