@@ -79,13 +79,7 @@ impl Cntr {
     }
 
     pub fn progress(&self) {
-        let sources: Vec<Arc<dyn Progress>> = {
-            let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-            s.iter().filter_map(Weak::upgrade).collect()
-        };
-        for s in sources {
-            s.progress();
-        }
+        super::provider::progress_all(&self.sources);
     }
 
     /// Counts one completed operation of `bytes` bytes (provider side): +1, or +bytes for

@@ -159,13 +159,7 @@ impl Cq {
 
     /// Runs progress of every bound endpoint.
     pub fn progress(&self) {
-        let sources: Vec<Arc<dyn Progress>> = {
-            let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-            s.iter().filter_map(Weak::upgrade).collect()
-        };
-        for s in sources {
-            s.progress();
-        }
+        super::provider::progress_all(&self.sources);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {

@@ -171,3 +171,24 @@ pub trait Progress: Send + Sync {
         None
     }
 }
+
+/// Runs the progress of every live source of a CQ or counter. The list's lock is not held
+/// while they run (a source may take other locks, another thread may bind), and the usual
+/// handful of sources is gathered on the stack: this runs on every `fi_cq_read`.
+pub fn progress_all(sources: &std::sync::RwLock<Vec<std::sync::Weak<dyn Progress>>>) {
+    const ON_STACK: usize = 4;
+    let mut few: [Option<Arc<dyn Progress>>; ON_STACK] = Default::default();
+    let mut more = Vec::new();
+    {
+        let s = sources.read().unwrap_or_else(|e| e.into_inner());
+        for (i, p) in s.iter().filter_map(std::sync::Weak::upgrade).enumerate() {
+            match few.get_mut(i) {
+                Some(slot) => *slot = Some(p),
+                None => more.push(p),
+            }
+        }
+    }
+    for p in few.iter().flatten().chain(more.iter()) {
+        p.progress();
+    }
+}

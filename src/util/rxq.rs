@@ -98,11 +98,11 @@ impl Recv {
 
     /// The destination of a message placed `self.consumed` bytes into this receive: for a
     /// multi-receive buffer, the sub-range still free; otherwise the whole buffer.
-    pub fn target(&self) -> Vec<IoVec> {
-        if self.consumed == 0 {
-            return self.iov().to_vec();
-        }
-        let mut out = Vec::with_capacity(1);
+    pub fn target(&self) -> Target {
+        let mut t = Target {
+            iov: [IoVec::EMPTY; MAX_IOV],
+            n: 0,
+        };
         let mut off = self.consumed;
         for v in self.iov() {
             if off >= v.len() {
@@ -110,11 +110,26 @@ impl Recv {
                 continue;
             }
             if let Some(s) = v.sub(off, v.len() - off) {
-                out.push(s);
+                t.iov[t.n] = s;
+                t.n += 1;
             }
             off = 0;
         }
-        out
+        t
+    }
+}
+
+/// Where a matched message goes (at most `MAX_IOV` entries, no allocation per message).
+#[derive(Clone, Copy, Debug)]
+pub struct Target {
+    iov: [IoVec; MAX_IOV],
+    n: usize,
+}
+
+impl std::ops::Deref for Target {
+    type Target = [IoVec];
+    fn deref(&self) -> &[IoVec] {
+        &self.iov[..self.n]
     }
 }
 

@@ -930,7 +930,7 @@ impl ShmEndpoint {
         let rx = RxOp {
             peer: p,
             sender_op: c.op_id,
-            dest,
+            dest: dest.to_vec(),
             len: take,
             got: 0,
             done: RxDone::Recv {

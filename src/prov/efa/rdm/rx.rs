@@ -212,7 +212,7 @@ impl RdmEndpoint {
             scatter(&target, 0, &r.staging);
             r.staging = Vec::new();
         }
-        r.target = target;
+        r.target = target.to_vec();
         r.released = released;
         r.kind = RxKind::Recv(Box::new(recv));
     }
