@@ -7,11 +7,18 @@
 #     Open MPI links: the suite reports which libfabric.so.1 is loaded and it must be ours;
 #   - `mtl_ofi_provider_include shm` must be refused, as Debian's libfabric refuses it: the
 #     MTL asks for FI_REMOTE_COMM, which a shared-memory provider cannot offer.
+# Then MPICH from PyPI (5.x, ch4:ofi, built against libfabric 2.x, bundling its own
+# libfabric.so.1) runs tests/mpi/mpi4py_suite.py with mpi4py and numpy, 2 and 4 ranks, over
+# efa (local shm on and off) and over shm, with its bundled library replaced by ours through
+# the library path and through LD_PRELOAD. MPIR_CVAR_NOLOCAL=1 makes MPICH send local messages
+# through libfabric instead of its own shared memory.
 #
-#   run.sh <mpi_suite binary> <dir with our libfabric.so.1>
+#   run.sh <mpi_suite binary> <dir with our libfabric.so.1> [<venv with mpich, mpi4py, numpy>]
 set -uo pipefail
-suite=${1:?usage: run.sh <mpi_suite> <libdir>}
-libdir=$(cd "${2:?usage: run.sh <mpi_suite> <libdir>}" && pwd)
+usage="usage: run.sh <mpi_suite> <libdir> [<venv>]"
+suite=${1:?$usage}
+libdir=$(cd "${2:?$usage}" && pwd)
+venv=${3:-}
 fails=0
 mpirun=(mpirun --allow-run-as-root --oversubscribe --mca pml cm --mca mtl ofi)
 
@@ -49,6 +56,37 @@ else
 	echo "FAIL: 2 ranks over shm alone should be refused"
 	tail -20 <<<"$out" | sed 's/^/    /'
 	fails=$((fails + 1))
+fi
+
+# MPICH: $1 ranks, $2 provider, $3 FI_EFA_ENABLE_SHM_TRANSFER, $4 env assignment loading us.
+mpich() {
+	local np=$1 prov=$2 shm=$3 load=$4 out rc t0
+	t0=$(date +%s)
+	out=$(timeout 300 "$venv/bin/mpiexec" -n "$np" -genv MPIR_CVAR_CH4_NETMOD ofi \
+		-genv MPIR_CVAR_NOLOCAL 1 -genv FI_PROVIDER "$prov" \
+		-genv FI_EFA_ENABLE_SHM_TRANSFER "$shm" -genv "${load%%=*}" "${load#*=}" \
+		"$venv/bin/python" "$(dirname "$0")/mpi4py_suite.py" 2>&1)
+	rc=$?
+	local what="MPICH $np ranks, $prov"
+	[ "$shm" = 0 ] && what+=" (FI_EFA_ENABLE_SHM_TRANSFER=0)"
+	what+=", ${load%%=*}"
+	if [ $rc -ne 0 ] || ! grep -Eq "^mpi4py_suite: libfabric $libdir/libfabric\.so[.0-9]*$" <<<"$out" ||
+		! grep -q "^mpi4py_suite: $np ranks: .* every element checked" <<<"$out"; then
+		echo "FAIL: $what (rc=$rc)"
+		tail -20 <<<"$out" | sed 's/^/    /'
+		fails=$((fails + 1))
+		return
+	fi
+	echo "ok: $what: $(sed -n "s/^mpi4py_suite: [0-9]* ranks: //p" <<<"$out") ($(($(date +%s) - t0)) s)"
+}
+
+if [ -n "$venv" ]; then
+	for np in 2 4; do
+		mpich $np efa 1 "LD_LIBRARY_PATH=$libdir"
+		mpich $np efa 0 "LD_LIBRARY_PATH=$libdir"
+		mpich $np shm 1 "LD_LIBRARY_PATH=$libdir"
+	done
+	mpich 2 efa 1 "LD_PRELOAD=$libdir/libfabric.so.1"
 fi
 
 [ $fails -eq 0 ] || { echo "mpi: $fails run(s) failed"; exit 1; }
