@@ -221,6 +221,10 @@ pub trait Device: Send {
         None
     }
 
+    /// The caller is about to block on `wait_fd`: make it readable when the next timer is due
+    /// (timers are not armed while the application polls).
+    fn prepare_wait(&mut self) {}
+
     fn stats(&self) -> srd::Stats;
 
     /// Gives up on everything pending to `dest` (its completions report `status`).

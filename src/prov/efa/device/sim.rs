@@ -257,7 +257,7 @@ impl Device for SimDevice {
                 });
             }
         }
-        self.t.flush_acks();
+        self.t.flush_due_acks(now);
         self.t.handle_timeout(now);
         self.flush();
         while out.len() < max {

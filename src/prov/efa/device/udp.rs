@@ -169,6 +169,14 @@ impl UdpDevice {
         self.origin.elapsed().as_nanos() as Time
     }
 
+    /// The next timer (retransmission, back-off, delayed ack, injected delay).
+    fn next_deadline(&self) -> Option<Time> {
+        [self.t.poll_timeout(), self.delayed.peek().map(|r| r.0.0)]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
     /// Keeps the timer at or before `next`. Re-arming costs two system calls, so an earlier
     /// deadline still pending is kept: waking early costs one poll. A deadline that passed is
     /// drained (or the wait fd would stay readable) and replaced.
@@ -405,7 +413,7 @@ impl Device for UdpDevice {
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) {
         let now = self.now();
         self.receive(now, out);
-        self.t.flush_acks();
+        self.t.flush_due_acks(now);
         self.t.handle_timeout(now);
         self.transmit(now);
         self.send_unreliable(now);
@@ -431,11 +439,18 @@ impl Device for UdpDevice {
                 buf,
             });
         }
-        // Wake a waiter when the next timer (retransmission, back-off, injected delay) is due.
-        let next = [self.t.poll_timeout(), self.delayed.peek().map(|r| r.0.0)]
-            .into_iter()
-            .flatten()
-            .min();
+        // A timer that fired (someone was about to wait: `prepare_wait`) is drained and set
+        // for the next deadline; otherwise the timer is left alone, so that an application
+        // polling its CQ pays no timer system calls.
+        if self.armed.is_some_and(|a| a <= now) {
+            let next = self.next_deadline();
+            self.arm(now, next);
+        }
+    }
+
+    fn prepare_wait(&mut self) {
+        let now = self.now();
+        let next = self.next_deadline();
         self.arm(now, next);
     }
 

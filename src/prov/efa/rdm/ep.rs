@@ -1480,8 +1480,14 @@ impl Progress for RdmEndpoint {
         self.progress_locked(&mut g);
     }
 
+    /// Asked right before a wait on the fd (CQ and counter waits, `fi_trywait`): the device
+    /// arms its timer then, so that a retransmission or a delayed ack wakes the waiter.
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.wait_fd
+        let fd = self.wait_fd?;
+        if let Ok(mut g) = self.inner.try_lock() {
+            g.dev.prepare_wait();
+        }
+        Some(fd)
     }
 }
 

@@ -38,6 +38,9 @@ struct Sim {
     delivered: [Vec<Vec<u8>>; 2],
     done: Vec<(u64, Status)>,
     latency: Time,
+    /// Acknowledge as a device does (`flush_due_acks`: a lone datagram's ack may wait for data
+    /// to ride on) rather than at once after every arrival.
+    delayed_acks: bool,
 }
 
 const QKEYS: [u32; 2] = [0x1111, 0x2222];
@@ -61,7 +64,21 @@ impl Sim {
             delivered: [Vec::new(), Vec::new()],
             done: Vec::new(),
             latency: 10 * US,
+            delayed_acks: false,
         }
+    }
+
+    /// Like `send`, in a buffer with room for a piggybacked ack (as the efa devices give).
+    fn send_roomy(&mut self, from: usize, wr_id: u64, payload: &[u8]) {
+        let mut d = vec![0u8; DATA_HEADER];
+        d.extend_from_slice(payload);
+        let len = d.len();
+        d.resize(len + ACK_TRAILER, 0);
+        let dest = PeerKey {
+            addr: (1 - from) as u8,
+            qkey: QKEYS[1 - from],
+        };
+        self.qp[from].send_prefix(self.now, dest, wr_id, d, len);
     }
 
     fn send(&mut self, from: usize, wr_id: u64, payload: &[u8]) {
@@ -145,7 +162,7 @@ impl Sim {
             }
         }
         for (q, a) in self.qp.iter_mut().zip(arrived) {
-            if a {
+            if a && !self.delayed_acks {
                 q.flush_acks();
             }
             q.handle_timeout(self.now);
@@ -354,6 +371,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         src_qkey: 1,
         seq: 0,
         base: 0,
+        ack: None,
     }
     .emit(&mut d);
     wire::seal(&mut d);
@@ -369,6 +387,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         src_qkey: 1,
         seq: 3,
         base: 0,
+        ack: None,
     }
     .emit(&mut bad);
     wire::seal(&mut bad);
@@ -380,6 +399,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         src_qkey: 1,
         seq: 0,
         base: 0,
+        ack: None,
     }
     .emit(&mut d);
     wire::seal(&mut d);
@@ -398,6 +418,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         src_qkey: 2,
         seq: 0,
         base: 0,
+        ack: None,
     }
     .emit(&mut d);
     wire::seal(&mut d);
@@ -473,4 +494,49 @@ fn losses_are_found_by_the_ack_clock_and_reordering_is_not_loss() {
             "loss {loss} %, jitter {jitter_us} µs: {retransmits} retransmissions"
         );
     }
+}
+
+#[test]
+fn an_answer_carries_the_ack_and_a_lone_datagram_is_acked_after_the_delay() {
+    let mut sim = Sim::new(11, Faults::default());
+    sim.delayed_acks = true;
+    sim.send_roomy(0, 1, b"request");
+    sim.step();
+    assert_eq!(sim.delivered[1], vec![b"request".to_vec()]);
+    assert_eq!(
+        sim.qp[1].stats().acks_sent,
+        0,
+        "the ack waits for data to ride on"
+    );
+    // The answer goes back within ACK_DELAY: it carries the ack.
+    sim.send_roomy(1, 2, b"answer");
+    sim.run_until_idle(1000 * MS);
+    assert_eq!(sim.delivered[0], vec![b"answer".to_vec()]);
+    let b = sim.qp[1].stats();
+    assert_eq!(
+        (b.acks_sent, b.acks_piggybacked),
+        (1, 1),
+        "one ack, on the answer"
+    );
+    // Nothing goes back to b: its answer is acknowledged alone, after the delay.
+    let a = sim.qp[0].stats();
+    assert_eq!((a.acks_sent, a.acks_piggybacked), (1, 0));
+    let mut done = sim.done.clone();
+    done.sort_unstable_by_key(|d| d.0);
+    assert_eq!(done, vec![(1, Status::Ok), (2, Status::Ok)]);
+    assert_eq!((a.retransmits, b.retransmits), (0, 0));
+    // Two datagrams are acknowledged at once, without waiting.
+    let before = sim.qp[1].stats().acks_sent;
+    sim.send_roomy(0, 3, b"x");
+    sim.send_roomy(0, 4, b"y");
+    sim.pump(0);
+    let t = sim.now;
+    sim.step();
+    assert!(sim.now - t <= sim.latency, "both arrive together");
+    sim.pump(1);
+    assert_eq!(
+        sim.qp[1].stats().acks_sent,
+        before + 1,
+        "acknowledged at once"
+    );
 }

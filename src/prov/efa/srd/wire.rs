@@ -1,4 +1,4 @@
-//! SRD wire format (docs/srd_wire_v1.md). All fields little-endian.
+//! The software SRD wire format, version 1 (this library's own). All fields little-endian.
 //!
 //! | bytes | DATA / UNRELIABLE | ACK | RNR |
 //! | --- | --- | --- | --- |
@@ -12,6 +12,11 @@
 //! | 20..24 | sender's base: lowest sequence not yet settled | — | — |
 //! | 20..28 | — | selective acks: bit i = `cum + 1 + i` received | — |
 //! | 24.. | payload | | |
+//!
+//! DATA_ACK is a DATA datagram that also acknowledges (the receiver had an ack due and data to
+//! send the same way): its last 12 bytes are a trailer, the cumulative ack (4 bytes) and the
+//! selective acks (8), as in ACK. A trailer rather than a longer header keeps the payload
+//! where the sender put it.
 //!
 //! The checksum (CRC-32C, `sys::checksum`) covers every byte but its own field: a damaged
 //! datagram is dropped like a lost one.
@@ -27,10 +32,14 @@ pub const KIND_ACK: u8 = 2;
 pub const KIND_RNR: u8 = 3;
 /// A datagram outside the reliable protocol (efa DGRAM endpoints).
 pub const KIND_UNRELIABLE: u8 = 4;
+/// DATA with a piggybacked acknowledgement in a trailer.
+pub const KIND_DATA_ACK: u8 = 5;
 
 pub const DATA_HEADER: usize = 24;
 pub const ACK_LEN: usize = 28;
 pub const RNR_LEN: usize = 20;
+/// The acknowledgement trailer of DATA_ACK.
+pub const ACK_TRAILER: usize = 12;
 
 mod field {
     use core::ops::Range;
@@ -94,6 +103,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         let need = match b[field::KIND] {
             KIND_DATA | KIND_UNRELIABLE => DATA_HEADER,
+            KIND_DATA_ACK => DATA_HEADER + ACK_TRAILER,
             KIND_ACK => ACK_LEN,
             KIND_RNR => RNR_LEN,
             _ => return Err(Error::Kind),
@@ -132,9 +142,25 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
     }
 
-    /// DATA/UNRELIABLE only.
+    /// DATA/UNRELIABLE/DATA_ACK only.
     pub fn payload(&self) -> &[u8] {
-        &self.buf.as_ref()[DATA_HEADER..]
+        let b = self.buf.as_ref();
+        let end = b.len()
+            - if self.kind() == KIND_DATA_ACK {
+                ACK_TRAILER
+            } else {
+                0
+            };
+        &b[DATA_HEADER..end]
+    }
+
+    /// DATA_ACK only: the piggybacked (cumulative, selective) acknowledgement.
+    pub fn trailer_ack(&self) -> (u32, u64) {
+        let b = self.buf.as_ref();
+        let t = &b[b.len() - ACK_TRAILER..];
+        let cum = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
+        let sack = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
+        (cum, sack)
     }
 
     /// Whether the checksum matches the contents.
@@ -184,6 +210,8 @@ pub enum Repr {
         src_qkey: u32,
         seq: u32,
         base: u32,
+        /// A piggybacked acknowledgement (cumulative, selective): DATA_ACK.
+        ack: Option<(u32, u64)>,
     },
     Unreliable {
         dst_qkey: u32,
@@ -207,11 +235,12 @@ impl Repr {
         p.check_len()?;
         let (dst_qkey, src_qkey) = (p.dst_qkey(), p.src_qkey());
         Ok(match p.kind() {
-            KIND_DATA => Repr::Data {
+            KIND_DATA | KIND_DATA_ACK => Repr::Data {
                 dst_qkey,
                 src_qkey,
                 seq: p.seq(),
                 base: p.base(),
+                ack: (p.kind() == KIND_DATA_ACK).then(|| p.trailer_ack()),
             },
             KIND_UNRELIABLE => Repr::Unreliable { dst_qkey, src_qkey },
             KIND_ACK => Repr::Ack {
@@ -229,7 +258,7 @@ impl Repr {
         })
     }
 
-    /// Header bytes (payload excluded).
+    /// Header bytes (payload and a DATA_ACK trailer excluded).
     pub fn buffer_len(&self) -> usize {
         match self {
             Repr::Data { .. } | Repr::Unreliable { .. } => DATA_HEADER,
@@ -238,15 +267,26 @@ impl Repr {
         }
     }
 
-    /// Writes the header into the first `buffer_len()` bytes of `buf`.
+    /// Writes the header into the first `buffer_len()` bytes of `buf`, and a DATA_ACK's
+    /// trailer into its last `ACK_TRAILER` bytes (`buf` is then the whole datagram).
     pub fn emit(&self, buf: &mut [u8]) {
         let (kind, dst, src, seq) = match *self {
             Repr::Data {
                 dst_qkey,
                 src_qkey,
                 seq,
+                ack,
                 ..
-            } => (KIND_DATA, dst_qkey, src_qkey, seq),
+            } => (
+                if ack.is_some() {
+                    KIND_DATA_ACK
+                } else {
+                    KIND_DATA
+                },
+                dst_qkey,
+                src_qkey,
+                seq,
+            ),
             Repr::Unreliable { dst_qkey, src_qkey } => (KIND_UNRELIABLE, dst_qkey, src_qkey, 0),
             Repr::Ack {
                 dst_qkey,
@@ -269,7 +309,14 @@ impl Repr {
         buf[field::SEQ].copy_from_slice(&seq.to_le_bytes());
         buf[field::CHECKSUM].copy_from_slice(&[0; 4]);
         match *self {
-            Repr::Data { base, .. } => buf[field::BASE].copy_from_slice(&base.to_le_bytes()),
+            Repr::Data { base, ack, .. } => {
+                buf[field::BASE].copy_from_slice(&base.to_le_bytes());
+                if let Some((cum, sack)) = ack {
+                    let t = buf.len() - ACK_TRAILER;
+                    buf[t..t + 4].copy_from_slice(&cum.to_le_bytes());
+                    buf[t + 4..].copy_from_slice(&sack.to_le_bytes());
+                }
+            }
             Repr::Unreliable { .. } => buf[field::BASE].copy_from_slice(&0u32.to_le_bytes()),
             Repr::Ack { sack, .. } => buf[field::SACK].copy_from_slice(&sack.to_le_bytes()),
             Repr::Rnr { .. } => {}
@@ -283,7 +330,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn round_trip(r: Repr) {
-        let mut b = vec![0u8; r.buffer_len() + 3];
+        let trailer = match r {
+            Repr::Data { ack: Some(_), .. } => ACK_TRAILER,
+            _ => 0,
+        };
+        let mut b = vec![0u8; r.buffer_len() + 3 + trailer];
         r.emit(&mut b);
         seal(&mut b);
         let p = Packet::new_checked(&b[..]).unwrap();
@@ -304,6 +355,14 @@ mod tests {
             src_qkey: 2,
             seq: u32::MAX,
             base: 7,
+            ack: None,
+        });
+        round_trip(Repr::Data {
+            dst_qkey: 1,
+            src_qkey: 2,
+            seq: 5,
+            base: 3,
+            ack: Some((77, 0x8000_0000_0000_0005)),
         });
         round_trip(Repr::Unreliable {
             dst_qkey: 1,
@@ -348,8 +407,11 @@ mod tests {
                 let _ = Repr::parse(&p);
                 let _ = p.verify();
                 let _ = (p.seq(), p.dst_qkey(), p.src_qkey());
-                if matches!(p.kind(), KIND_DATA | KIND_UNRELIABLE) {
+                if matches!(p.kind(), KIND_DATA | KIND_UNRELIABLE | KIND_DATA_ACK) {
                     let _ = (p.base(), p.payload().len());
+                }
+                if p.kind() == KIND_DATA_ACK {
+                    let _ = p.trailer_ack();
                 }
                 if p.kind() == KIND_ACK {
                     let _ = p.sack();
@@ -359,7 +421,8 @@ mod tests {
 
         #[test]
         fn data_round_trips(d in any::<u32>(), s in any::<u32>(), q in any::<u32>(), b in any::<u32>()) {
-            round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b });
+            round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack: None });
+            round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack: Some((q ^ b, u64::from(d) << 7)) });
         }
     }
 }
