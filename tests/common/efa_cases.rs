@@ -617,3 +617,20 @@ fn shared_memory_permitted_is_an_option_before_enable() {
     });
     assert_eq!(n.ep.setopt(FI_OPT_ENDPOINT, opt, &[0]), Err(Errno::OPBADSTATE));
 }
+
+/// The receiver reads its completion and never calls into the library again: the transport's
+/// acknowledgement must have left with the pass that received the message, or the sender's
+/// send never completes (it ends with "unresponsive remote" once the peer is given up).
+#[test]
+fn acks_leave_with_the_pass_that_received() {
+    let (a, b, ab, _) = pair();
+    let (_d, dv) = buf(64);
+    let (s, sv) = buf(64);
+    s.copy_from_slice(&pattern(64, 12));
+    b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 31, 0), false)
+        .unwrap();
+    a.ep.send(&msg(&[sv], ab, 0, 32, 0), false).unwrap();
+    assert_eq!(wait_ok(&b, &a).op_context, 31);
+    let done = a.wait(10).expect("the send completes");
+    assert_eq!(done.op_context, 32);
+}

@@ -210,7 +210,9 @@ pub trait Device: Send {
     /// Drives I/O and timers; appends up to `max` completions.
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize);
 
-    /// Puts on the wire whatever `post_send` queued.
+    /// Puts on the wire whatever `post_send` queued, and the acknowledgements owed for what
+    /// `poll` received (held until now so that answers sent in the same pass carry them). The
+    /// caller calls it at the end of each pass: nothing is left for the application's next call.
     fn flush(&mut self) {}
 
     /// `FI_OPT_EFA_RNR_RETRY`.

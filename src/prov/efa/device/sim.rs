@@ -155,6 +155,12 @@ impl SimDevice {
 }
 
 impl Device for SimDevice {
+    /// The end of the caller's pass: acknowledgements no answer carried go out now.
+    fn flush(&mut self) {
+        self.t.flush_acks();
+        SimDevice::flush(self);
+    }
+
     fn mtu(&self) -> usize {
         self.mtu
     }
@@ -257,7 +263,6 @@ impl Device for SimDevice {
                 });
             }
         }
-        self.t.flush_due_acks(now);
         self.t.handle_timeout(now);
         self.flush();
         while out.len() < max {

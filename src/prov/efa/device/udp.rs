@@ -412,8 +412,9 @@ impl Device for UdpDevice {
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) {
         let now = self.now();
+        // Acks for what arrived wait for `flush`, at the end of the caller's pass: answers the
+        // caller sends in that pass carry them.
         self.receive(now, out);
-        self.t.flush_due_acks(now);
         self.t.handle_timeout(now);
         self.transmit(now);
         self.send_unreliable(now);
@@ -455,6 +456,7 @@ impl Device for UdpDevice {
     }
 
     fn flush(&mut self) {
+        self.t.flush_acks();
         if self.backlog.is_empty() && !self.t.has_transmits() {
             return;
         }
@@ -558,6 +560,9 @@ mod tests {
             while sent < N || got.iter().any(|g| !g) {
                 a.poll(&mut out, 256);
                 b.poll(&mut out, 256);
+                // The end of a pass, as the RDM endpoint's lock release does: acks go out.
+                a.flush();
+                b.flush();
                 for c in out.drain(..) {
                     match c {
                         Completion::Send { status, .. } => {

@@ -9,10 +9,10 @@
 //! retransmits on timeout (RTT-estimated, exponential back-off) and on selective-ack gaps, and
 //! bounds what is in flight by a congestion window (AIMD). A receiver delivers each datagram
 //! the first time it arrives — in any order: ordering is the RDM protocol's job — suppresses
-//! duplicates, and acknowledges cumulatively plus 64 selective bits — at once for two
-//! datagrams or more, a duplicate or a gap; for a lone datagram after up to `ACK_DELAY`, unless
-//! data going back carries the ack first (DATA_ACK: a request and its answer cost one datagram
-//! each way). A datagram that finds no
+//! duplicates, and acknowledges cumulatively plus 64 selective bits when its owner flushes
+//! ([`Transport::flush_acks`], at the end of each pass over arrivals); data that goes back to
+//! the sender before then carries the ack (DATA_ACK: a request answered in the same pass costs
+//! one datagram each way). A datagram that finds no
 //! receive buffer posted is refused with RNR; the sender backs off and retries up to `rnr_retry`
 //! times, then fails that send with [`Status::Rnr`]. A peer that acknowledges nothing for
 //! `unreachable` is declared unreachable and everything pending to it fails. Datagrams with a
@@ -189,11 +189,6 @@ struct Peer<A> {
     /// Bit i: `expected + i` received (bit 0 is always clear after [`Peer::settle`]).
     received: u64,
     ack_due: bool,
-    /// Since when an ack has been due, how many datagrams it covers, and whether it must go at
-    /// once (a duplicate or a gap: the sender is recovering). See `ACK_DELAY`.
-    ack_since: Time,
-    unacked: u32,
-    ack_urgent: bool,
     known_receiver: bool,
 }
 
@@ -204,10 +199,6 @@ const MIN_WINDOW: f64 = 4.0;
 const LOSS_BETA: f64 = 0.85;
 /// The smallest reordering window of loss detection.
 const REORDER_WINDOW_MIN: Time = 50 * US;
-/// How long an acknowledgement for a lone datagram may wait for data going the same way to
-/// ride on (DATA_ACK): a request answered within it costs one datagram each way instead of
-/// two. Two or more datagrams, a duplicate or a gap are acknowledged at once.
-const ACK_DELAY: Time = 20 * US;
 
 /// `a < b` in sequence space.
 fn seq_lt(a: u32, b: u32) -> bool {
@@ -237,9 +228,6 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             expected: 0,
             received: 0,
             ack_due: false,
-            ack_since: 0,
-            unacked: 0,
-            ack_urgent: false,
             known_receiver: false,
         }
     }
@@ -311,8 +299,6 @@ pub struct Transport<A> {
     transmits: VecDeque<Transmit<A>>,
     /// Peers whose `ack_due` is set.
     acks_due: Vec<usize>,
-    /// The latest time passed in (`poll_transmit` takes none).
-    clock: Time,
     completions: VecDeque<(u64, Status, Vec<u8>)>,
     stats: Stats,
     rng: u64,
@@ -328,7 +314,6 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             index: HashMap::new(),
             transmits: VecDeque::new(),
             acks_due: Vec::new(),
-            clock: 0,
             completions: VecDeque::new(),
             stats: Stats::default(),
             rng: seed | 1,
@@ -389,7 +374,6 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         mut buf: Vec<u8>,
         len: usize,
     ) {
-        self.clock = self.clock.max(now);
         let len = len.clamp(DATA_HEADER, buf.len().max(DATA_HEADER));
         if buf.len() < len {
             buf.resize(len, 0);
@@ -432,8 +416,6 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             let mut len = len;
             let ack = (peer.ack_due && len + ACK_TRAILER <= datagram.len()).then(|| {
                 peer.ack_due = false;
-                peer.unacked = 0;
-                peer.ack_urgent = false;
                 len += ACK_TRAILER;
                 self.stats.acks_sent += 1;
                 self.stats.acks_piggybacked += 1;
@@ -482,14 +464,12 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
 
     /// Whether `poll_transmit` has anything (data or pending acknowledgements).
     pub fn has_transmits(&self) -> bool {
-        !self.transmits.is_empty() || self.acks_pending()
+        !self.transmits.is_empty()
     }
 
+    /// The next datagram to put on the wire. Acknowledgements owed are not among them until
+    /// [`Transport::flush_acks`]: until then they may ride on data.
     pub fn poll_transmit(&mut self) -> Option<Transmit<A>> {
-        // Acks that are due go out once nothing else waits (the rest may still ride on data).
-        if self.transmits.is_empty() {
-            self.flush_due_acks(self.clock);
-        }
         self.transmits.pop_front()
     }
 
@@ -508,53 +488,25 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         });
     }
 
-    /// Notes that `peer` (index `p`) owes an acknowledgement for a datagram that arrived at
-    /// `now` (`urgent`: a duplicate, the sender is retransmitting).
-    fn due(list: &mut Vec<usize>, peer: &mut Peer<A>, p: usize, now: Time, urgent: bool) {
+    /// Notes that `peer` (index `p`) owes an acknowledgement.
+    fn due(list: &mut Vec<usize>, peer: &mut Peer<A>, p: usize) {
         if !peer.ack_due {
             peer.ack_due = true;
-            peer.ack_since = now;
-            peer.unacked = 0;
             list.push(p);
         }
-        peer.unacked += 1;
-        peer.ack_urgent |= urgent;
     }
 
-    fn acks_pending(&self) -> bool {
-        !self.acks_due.is_empty()
-    }
-
-    /// Emits every acknowledgement owed (one per peer).
+    /// Emits every acknowledgement owed (one per peer) that no data carried. The owner calls
+    /// this at the end of each pass over arrivals: an ack never waits for the application.
     pub fn flush_acks(&mut self) {
-        self.flush_acks_where(|_| true);
-    }
-
-    /// Emits the acknowledgements that may not wait any longer at `now` (see `ACK_DELAY`).
-    pub fn flush_due_acks(&mut self, now: Time) {
-        self.flush_acks_where(|p| {
-            p.ack_urgent || p.unacked >= 2 || p.received != 0 || now >= p.ack_since + ACK_DELAY
-        });
-    }
-
-    fn flush_acks_where(&mut self, must: impl Fn(&Peer<A>) -> bool) {
         let qkey = self.cfg.qkey;
         let mut due = core::mem::take(&mut self.acks_due);
-        let mut waiting = 0;
-        for k in 0..due.len() {
-            let i = due[k];
+        for i in due.drain(..) {
             let p = &mut self.peers[i];
             if !p.ack_due {
                 continue;
             }
-            if !must(p) {
-                due[waiting] = i;
-                waiting += 1;
-                continue;
-            }
             p.ack_due = false;
-            p.unacked = 0;
-            p.ack_urgent = false;
             let r = Repr::Ack {
                 dst_qkey: p.key.qkey,
                 src_qkey: qkey,
@@ -565,14 +517,12 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.ctrl(dest, r);
             self.stats.acks_sent += 1;
         }
-        due.truncate(waiting);
         self.acks_due = due;
     }
 
     /// Processes one datagram from `from`. `rx_ready` tells whether a receive buffer is posted
     /// (otherwise new data is refused with RNR).
     pub fn handle_datagram(&mut self, now: Time, from: A, bytes: &[u8], rx_ready: bool) -> Arrival {
-        self.clock = self.clock.max(now);
         let repr = match Packet::new_checked(bytes).and_then(|p| {
             if p.verify() {
                 Repr::parse(&p)
@@ -670,7 +620,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         if seq_lt(seq, peer.expected) {
             self.stats.duplicates += 1;
-            Self::due(&mut self.acks_due, peer, p, now, true);
+            Self::due(&mut self.acks_due, peer, p);
             return Arrival::Nothing;
         }
         let off = seq.wrapping_sub(peer.expected);
@@ -680,7 +630,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         if peer.received & (1 << off) != 0 {
             self.stats.duplicates += 1;
-            Self::due(&mut self.acks_due, peer, p, now, true);
+            Self::due(&mut self.acks_due, peer, p);
             return Arrival::Nothing;
         }
         if !rx_ready {
@@ -695,7 +645,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         peer.received |= 1 << off;
         peer.settle();
-        Self::due(&mut self.acks_due, peer, p, now, false);
+        Self::due(&mut self.acks_due, peer, p);
         self.stats.delivered += 1;
         Arrival::Deliver {
             src_qkey: key.qkey,
@@ -877,21 +827,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 t = Some(t.map_or(u, |t| t.min(u)));
             }
         }
-        // A delayed acknowledgement is due.
-        for &i in &self.acks_due {
-            let p = &self.peers[i];
-            if p.ack_due {
-                let a = p.ack_since + ACK_DELAY;
-                t = Some(t.map_or(a, |t| t.min(a)));
-            }
-        }
         t
     }
 
     /// Retransmits what timed out, ends RNR back-offs, declares silent peers unreachable.
     pub fn handle_timeout(&mut self, now: Time) {
-        self.clock = self.clock.max(now);
-        self.flush_due_acks(now);
         let max_rto = self.cfg.max_rto;
         for p in 0..self.peers.len() {
             let peer = &mut self.peers[p];
