@@ -75,7 +75,7 @@ impl Cntr {
         let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
         s.iter()
             .filter_map(Weak::upgrade)
-            .all(|p| p.wait_fd().is_some())
+            .all(|p| p.wait_fd().is_some() && p.wait_fd_complete())
     }
 
     pub fn progress(&self) {

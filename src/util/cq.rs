@@ -142,7 +142,7 @@ impl Cq {
         let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
         s.iter()
             .filter_map(Weak::upgrade)
-            .all(|p| p.wait_fd().is_some())
+            .all(|p| p.wait_fd().is_some() && p.wait_fd_complete())
     }
 
     pub fn set_prov_strerror(&self, f: ProvStrerror) {

@@ -170,6 +170,13 @@ pub trait Progress: Send + Sync {
     fn wait_fd(&self) -> Option<RawFd> {
         None
     }
+
+    /// Whether `wait_fd` becomes readable for all the work this source may get, so that
+    /// blocking on it alone is safe (`fi_trywait`). False when some work arrives where no fd
+    /// tells (efa's local peers through shm): waits then poll, waking early on the fd.
+    fn wait_fd_complete(&self) -> bool {
+        true
+    }
 }
 
 /// Runs the progress of every live source of a CQ or counter. The list's lock is not held

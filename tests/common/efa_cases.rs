@@ -634,3 +634,11 @@ fn acks_leave_with_the_pass_that_received() {
     let done = a.wait(10).expect("the send completes");
     assert_eq!(done.op_context, 32);
 }
+
+/// fi_trywait's answer: blocking on the CQ's fd is safe over the device alone, not when shm
+/// (which no fd tells of) may carry messages.
+#[test]
+fn a_cq_is_waitable_only_when_its_fd_tells_of_everything() {
+    let (a, _b, _, _) = pair();
+    assert_eq!(a.cq.waitable(), SHM_TRANSFER == "0");
+}

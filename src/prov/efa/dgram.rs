@@ -197,7 +197,7 @@ impl Progress for DgramEndpoint {
     }
 
     /// Asked right before a wait on the fd (CQ and counter waits, `fi_trywait`): the device
-    /// arms its timer then, so that a retransmission or a delayed ack wakes the waiter.
+    /// arms its timer then, so that a retransmission or the end of a back-off wakes the waiter.
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         let fd = self.wait_fd?;
         if let Ok(mut g) = self.inner.try_lock() {

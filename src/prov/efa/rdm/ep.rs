@@ -371,8 +371,7 @@ impl RdmEndpoint {
                 )
             })
             .and_then(|r| r.ok());
-        // Blocking on the device's fd would miss what arrives through shm, which has none.
-        let wait_fd = if shm.is_some() { None } else { dev.wait_fd() };
+        let wait_fd = dev.wait_fd();
         // Enough posted buffers to absorb a window from a few peers without RNR, bounded in
         // memory (64 KiB datagrams on loopback).
         let rx_max = (knobs.rx_size.max(64) * 8192 / mtu.max(1))
@@ -1481,13 +1480,17 @@ impl Progress for RdmEndpoint {
     }
 
     /// Asked right before a wait on the fd (CQ and counter waits, `fi_trywait`): the device
-    /// arms its timer then, so that a retransmission or a delayed ack wakes the waiter.
+    /// arms its timer then, so that a retransmission or the end of a back-off wakes the waiter.
     fn wait_fd(&self) -> Option<std::os::fd::RawFd> {
         let fd = self.wait_fd?;
         if let Ok(mut g) = self.inner.try_lock() {
             g.dev.prepare_wait();
         }
         Some(fd)
+    }
+    /// The device's fd does not tell of what arrives through shm, which has none.
+    fn wait_fd_complete(&self) -> bool {
+        self.shm().is_none()
     }
 }
 
