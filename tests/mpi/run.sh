@@ -22,6 +22,20 @@ venv=${3:-}
 fails=0
 mpirun=(mpirun --allow-run-as-root --oversubscribe --mca pml cm --mca mtl ofi)
 
+# Judges one job: $1 what ran, $2 its exit status, $3 its output, $4 the suite's name, $5 ranks,
+# $6 seconds it took. Passes when it exited 0, mapped only our libfabric.so.1 and finished.
+verdict() {
+	local what=$1 rc=$2 out=$3 name=$4 np=$5 secs=$6
+	if [ "$rc" -ne 0 ] || ! grep -Eq "^$name: libfabric $libdir/libfabric\.so[.0-9]*$" <<<"$out" ||
+		! grep -q "^$name: $np ranks: .* checked" <<<"$out"; then
+		echo "FAIL: $what (rc=$rc)"
+		tail -20 <<<"$out" | sed 's/^/    /'
+		fails=$((fails + 1))
+		return
+	fi
+	echo "ok: $what: $(sed -n "s/^$name: [0-9]* ranks: //p" <<<"$out") ($secs s)"
+}
+
 # $1: ranks; $2: env assignment that loads our library; the rest: more `-x VAR=value`.
 run() {
 	local np=$1 load=$2; shift 2
@@ -30,15 +44,7 @@ run() {
 	out=$(timeout 300 "${mpirun[@]}" -np "$np" --mca mtl_ofi_provider_include efa \
 		-x "$load" "$@" "$suite" 2>&1)
 	rc=$?
-	local what="$np ranks, efa, ${load%%=*}${*:+ $*}"
-	if [ $rc -ne 0 ] || ! grep -q "^mpi_suite: libfabric $libdir/libfabric.so.1$" <<<"$out" ||
-		! grep -q "^mpi_suite: $np ranks: .* every byte checked" <<<"$out"; then
-		echo "FAIL: $what (rc=$rc)"
-		tail -20 <<<"$out" | sed 's/^/    /'
-		fails=$((fails + 1))
-		return
-	fi
-	echo "ok: $what: $(sed -n "s/^mpi_suite: [0-9]* ranks: //p" <<<"$out") ($(($(date +%s) - t0)) s)"
+	verdict "$np ranks, efa, ${load%%=*}${*:+ $*}" $rc "$out" mpi_suite "$np" $(($(date +%s) - t0))
 }
 
 for np in 2 4; do
@@ -70,14 +76,7 @@ mpich() {
 	local what="MPICH $np ranks, $prov"
 	[ "$shm" = 0 ] && what+=" (FI_EFA_ENABLE_SHM_TRANSFER=0)"
 	what+=", ${load%%=*}"
-	if [ $rc -ne 0 ] || ! grep -Eq "^mpi4py_suite: libfabric $libdir/libfabric\.so[.0-9]*$" <<<"$out" ||
-		! grep -q "^mpi4py_suite: $np ranks: .* every element checked" <<<"$out"; then
-		echo "FAIL: $what (rc=$rc)"
-		tail -20 <<<"$out" | sed 's/^/    /'
-		fails=$((fails + 1))
-		return
-	fi
-	echo "ok: $what: $(sed -n "s/^mpi4py_suite: [0-9]* ranks: //p" <<<"$out") ($(($(date +%s) - t0)) s)"
+	verdict "$what" $rc "$out" mpi4py_suite "$np" $(($(date +%s) - t0))
 }
 
 if [ -n "$venv" ]; then
