@@ -45,6 +45,17 @@ fn pair() -> (Node, Node, u64, u64) {
     (a, b, ab, ba)
 }
 
+/// An endpoint on the loopback device for `caps`; `configure` runs before `fi_enable`.
+fn lo_node(caps: u64, configure: impl FnOnce(&dyn fabric::util::Endpoint)) -> Node {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
+    let hints = fabric::core::Info {
+        caps,
+        ..Default::default()
+    };
+    Node::open_configured(&EFA, &hints, lo, configure)
+}
+
 /// Next completion of `n`, driving `other` meanwhile.
 fn wait(n: &Node, other: &Node) -> Result<CqEntry, CqErrEntry> {
     let t = Instant::now();
@@ -177,14 +188,8 @@ fn many_messages_keep_their_order() {
 /// finds the second, already waiting (fabtests' fi_unexpected_msg).
 #[test]
 fn directed_receive_finds_messages_from_senders_inserted_late() {
-    init();
-    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
-    let hints = fabric::core::Info {
-        caps: CAPS,
-        ..Default::default()
-    };
-    let a = Node::open_hints(&EFA, &hints, lo);
-    let b = Node::open_hints(&EFA, &hints, lo);
+    let a = lo_node(CAPS, |_| ());
+    let b = lo_node(CAPS, |_| ());
     let ab = a.insert_hex(&b.name_hex());
     let mut keep = Vec::new();
     for i in 1..=2u8 {
@@ -523,15 +528,9 @@ fn local_peers_take_the_path_the_knob_says() {
 /// with its sender's address.
 #[test]
 fn messages_from_both_paths_share_one_multi_receive_buffer() {
-    init();
-    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
-    let hints = fabric::core::Info {
-        caps: CAPS | FI_MULTI_RECV,
-        ..Default::default()
-    };
-    let a = Node::open_hints(&EFA, &hints, lo);
-    let b = Node::open_hints(&EFA, &hints, lo);
-    let c = Node::open_configured(&EFA, &hints, lo, |ep| {
+    let a = lo_node(CAPS | FI_MULTI_RECV, |_| ());
+    let b = lo_node(CAPS | FI_MULTI_RECV, |_| ());
+    let c = lo_node(CAPS | FI_MULTI_RECV, |ep| {
         ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
             .unwrap()
     });
@@ -602,14 +601,8 @@ fn messages_from_both_paths_share_one_multi_receive_buffer() {
 /// FI_EFA_ENABLE_SHM_TRANSFER=0 is refused (as upstream).
 #[test]
 fn shared_memory_permitted_is_an_option_before_enable() {
-    init();
-    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
-    let hints = fabric::core::Info {
-        caps: CAPS,
-        ..Default::default()
-    };
     let opt = FI_OPT_SHARED_MEMORY_PERMITTED;
-    let n = Node::open_configured(&EFA, &hints, lo, |ep| {
+    let n = lo_node(CAPS, |ep| {
         assert_eq!(ep.setopt(FI_OPT_ENDPOINT, opt, &[1, 0]), Err(Errno::INVAL));
         assert_eq!(ep.setopt(FI_OPT_ENDPOINT, opt, &[0]), Ok(()));
         let on = ep.setopt(FI_OPT_ENDPOINT, opt, &[1]);
