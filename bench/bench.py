@@ -109,9 +109,9 @@ class Bench:
         return out
 
     def tagged_rate(self, row):
-        """Tagged messages of 8 B per second (millions), per run: rma_bw -o tsend."""
-        exe = os.path.join(self.build, "fabtests", "rma_bw")
-        args = row.prov + ["-o", "tsend", "-S", "8", "-I", "1000" if self.quick else "100000"]
+        """Tagged messages of 8 B per second (millions), per run: rdm_tagged_bw."""
+        exe = os.path.join(self.build, "fabtests", "rdm_tagged_bw")
+        args = row.prov + ["-S", "8", "-I", "1000" if self.quick else "100000"]
         vals = []
         for _ in range(self.runs):
             stdout, _ = self.pair(exe, row.environ(self.build), args, args)
@@ -299,8 +299,8 @@ def main():
     w("")
     w(f"Machine: {machine()}. Loopback, two processes. Each figure: median "
       + ("of 1 run (quick mode)." if a.quick else f"[min–max] of {runs} runs."))
-    w("Same client binaries for every row (fabtests-compat/rma_bw built against Debian's "
-      "headers; Debian's fi_pingpong); only the library path differs: ours is "
+    w("Same client binaries for every row (fabtests-compat/rma_bw and rdm_tagged_bw built "
+      "against Debian's headers; Debian's fi_pingpong); only the library path differs: ours is "
       "build/lib/libfabric.so.1 (2.6), upstream is Debian's libfabric 1.17.")
     w("")
     for r in ROWS:
@@ -329,7 +329,7 @@ def main():
         w(f"| {fmt_size(size)} | " + " | ".join(cell(lat.get((r.label, size)), 2)
                                                for r in live) + " |")
     w("")
-    w("## Tagged message rate at 8 B, million messages/s (rma_bw -o tsend, window 64)")
+    w("## Tagged message rate at 8 B, million messages/s (rdm_tagged_bw, window 64)")
     w("")
     w("| " + " | ".join(r.label for r in live) + " |")
     w("|" + "---|" * len(live))

@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# Runs our fabtests-style programs (built against Debian's installed libfabric headers and
-# linked against Debian's libfabric.so.1) on our library, server and client as two processes.
+# Runs our fabtests-style programs on our library, server and client as two processes.
 #
 #   run.sh demo <bindir> <libdir>   the README's demo: write bandwidth over efa and shm
-#   run.sh test <bindir> <libdir>   every RMA operation and tagged sends over every provider,
-#                                   data checked,
-#                                   loaded by library path and by LD_PRELOAD
-#   run.sh smoke <bindir> <libdir>  write and read over every provider at a few sizes, data
-#                                   checked (for a build against our installed headers)
+#   run.sh test <bindir> <libdir>   every program over every provider: the benchmarks at every
+#                                   size with data checks, the functional tests; loaded by
+#                                   library path and by LD_PRELOAD; then the software SRD
+#                                   under injected faults
+#   run.sh smoke <bindir> <libdir>  every program over every provider at a few sizes (for the
+#                                   build against our installed headers)
+# <bindir> holds the programs (built against Debian's headers and library for `test`, against
+# ours for `smoke`); <libdir> holds our libfabric.so.1.
 set -uo pipefail
-mode=${1:?usage: run.sh demo|test <bindir> <libdir>}
+mode=${1:?usage: run.sh demo|test|smoke <bindir> <libdir>}
 bindir=$(cd "${2:?}" && pwd)
 libdir=$(cd "${3:?}" && pwd)
 # Below the kernel's ephemeral ports (32768-60999), which outgoing connections take.
 port=$((20000 + RANDOM % 10000))
 fails=0
 
-# What runs, as "label|environment|rma_bw arguments": efa on the software SRD device on
+# What runs, as "label|environment|provider arguments": efa on the software SRD device on
 # loopback with local shm off, so that the two processes talk over UDP as they would between
 # hosts; efa as it runs by default, its local peers reached through shm; and shm itself.
 targets=(
@@ -33,28 +35,65 @@ use_env() {
 }
 targs() { echo "${1##*|}"; }
 
-# $1: env assignment that loads our library; then rma_bw arguments. Prints the client's
-# table; returns non-zero (and shows both sides) when either side fails or the loaded library
-# is not ours.
+# The benchmarks, every size with data checks, and the functional tests.
+perf_cases=(
+	"rma_bw -o write -S all -I 20 -w 2 -v"
+	"rma_bw -o read -S all -I 20 -w 2 -v"
+	"rma_bw -o writedata -S all -I 20 -w 2 -v"
+	"rdm_tagged_bw -S all -I 20 -w 2 -v"
+	"rdm_pingpong -o msg -S all -I 10 -w 1 -v"
+	"rdm_pingpong -o tagged -S all -I 10 -w 1 -v"
+)
+functional=(rdm_msg rdm_tagged rdm_rma rdm_atomic)
+
+# $1: env assignment that loads our library; $2: program; then its arguments. Prints the
+# client's output; returns non-zero (and shows both sides) when either side fails or the
+# loaded library is not ours.
 pair() {
-	local load=$1; shift
+	local load=$1 prog=$2; shift 2
 	port=$((port + 1))
 	local srv out rc src
 	srv=$(mktemp)
-	env "$load" timeout 120 "$bindir/rma_bw" -B $port "$@" >"$srv" 2>&1 &
+	env "$load" timeout 120 "$bindir/$prog" -B $port "$@" >"$srv" 2>&1 &
 	local spid=$!
-	out=$(env "$load" timeout 120 "$bindir/rma_bw" -P $port "$@" 127.0.0.1 2>&1)
+	out=$(env "$load" timeout 120 "$bindir/$prog" -P $port "$@" 127.0.0.1 2>&1)
 	rc=$?
 	wait $spid
 	src=$?
-	if [ $rc -ne 0 ] || [ $src -ne 0 ] || ! grep -q "^rma_bw: libfabric 2\.6," <<<"$out"; then
-		echo "FAIL: rma_bw $* [$load] (client rc=$rc, server rc=$src)"
+	if [ $rc -ne 0 ] || [ $src -ne 0 ] || ! grep -q "^$prog: libfabric 2\.6," <<<"$out"; then
+		echo "FAIL: $prog $* [$load] (client rc=$rc, server rc=$src)"
 		echo "--- client:"; echo "$out"; echo "--- server:"; cat "$srv"
 		rm -f "$srv"
 		return 1
 	fi
 	rm -f "$srv"
-	grep -v '^rma_bw: ' <<<"$out"
+	grep -v "^$prog: libfabric" <<<"$out"
+}
+
+# The table's sizes, and column $1 (unit $2) of its last row.
+figures() {
+	awk -v col="$1" -v unit="$2" '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 7 { n++; last = "at " $1 ": " $col " " unit }
+		END { print n " size(s), data checked; " last }'
+}
+
+# $1: what to call the run; $2: target; $3: load; then the program and its arguments. One
+# "ok:" line with the figure at the largest size (benchmarks) or the number of steps
+# (functional tests).
+run_case() {
+	local name=$1 t=$2 load=$3; shift 3
+	local out
+	# shellcheck disable=SC2046
+	if out=$(use_env "$t"; pair "$load" "$1" $(targs "$t") "${@:2}"); then
+		case $1 in
+		rdm_*_bw | rma_bw) echo "ok: $name: $(figures 5 MB/s <<<"$out")" ;;
+		rdm_pingpong) echo "ok: $name: $(figures 6 us <<<"$out")" ;;
+		*) echo "ok: $name: $(grep -c '^ok: ' <<<"$out") steps passed" ;;
+		esac
+	else
+		echo "$out"
+		fails=$((fails + 1))
+		return 1
+	fi
 }
 
 case $mode in
@@ -67,47 +106,37 @@ demo)
 		esac
 		echo "== rma_bw -o write, $what (two processes, $(nproc) cores)"
 		# shellcheck disable=SC2046
-		(use_env "$t"; pair "LD_LIBRARY_PATH=$libdir" $(targs "$t") -o write) || fails=$((fails + 1))
+		(use_env "$t"; pair "LD_LIBRARY_PATH=$libdir" rma_bw $(targs "$t") -o write) || fails=$((fails + 1))
 		echo
 	done
 	;;
 test)
 	for load in "LD_LIBRARY_PATH=$libdir" "LD_PRELOAD=$libdir/libfabric.so.1"; do
 		for t in "${targets[@]}"; do
-			for op in write read writedata tsend; do
-				# shellcheck disable=SC2046
-				if out=$(use_env "$t"; pair "$load" $(targs "$t") -o $op -S all -I 20 -w 2 -v); then
-					echo "ok: ${load%%=*} $(label "$t") $op: 1 B .. 8 MiB, data checked; 1m: $(awk '$1 == "1m" { print $5 " MB/s" }' <<<"$out")"
-				else
-					echo "$out"
-					fails=$((fails + 1))
-				fi
+			for c in "${perf_cases[@]}" "${functional[@]}"; do
+				# shellcheck disable=SC2086
+				run_case "${load%%=*} $(label "$t") ${c%% -S*}" "$t" "$load" $c
 			done
 		done
 	done
 	# The software SRD under a faulty network (dropped, duplicated, corrupted and delayed
-	# datagrams, injected by the UDP device): every byte still arrives intact.
+	# datagrams, injected by the UDP device): every byte still arrives intact, every
+	# functional step still passes.
 	faults="loss=3,dup=1,corrupt=1,delay_us=200,seed=7"
-	for op in write read writedata; do
-		if out=$(FI_EFA_ENABLE_SHM_TRANSFER=0 FABRIC_SRD_FAULTS=$faults pair "LD_LIBRARY_PATH=$libdir" -p efa -d srd_lo-rdm -o $op -S all -I 20 -w 2 -v); then
-			echo "ok: efa-srd $op with FABRIC_SRD_FAULTS=$faults: 1 B .. 8 MiB, data checked"
-		else
-			echo "$out"
+	t="efa-srd|FABRIC_SRD_FAULTS=$faults|-p efa -d srd_lo-rdm"
+	for c in "${perf_cases[@]:0:4}" "${functional[@]}"; do
+		# shellcheck disable=SC2086
+		(export FI_EFA_ENABLE_SHM_TRANSFER=0
+		 run_case "efa-srd ${c%% -S*} with FABRIC_SRD_FAULTS=$faults" "$t" "LD_LIBRARY_PATH=$libdir" $c) ||
 			fails=$((fails + 1))
-		fi
 	done
 	;;
 smoke)
 	for t in "${targets[@]}"; do
-		for op in write read; do
-			for size in 1 4096 1048576; do
-				# shellcheck disable=SC2046
-				if (use_env "$t"; pair "LD_LIBRARY_PATH=$libdir" $(targs "$t") -o $op -S $size -I 10 -v >/dev/null); then
-					echo "ok: $(label "$t") $op $size B, data checked"
-				else
-					fails=$((fails + 1))
-				fi
-			done
+		for c in "rma_bw -o write -S 1m -I 10 -v" "rma_bw -o read -S 4k -I 10 -v" \
+			"rdm_tagged_bw -S 64 -I 100 -v" "rdm_pingpong -S 4k -I 100 -v" "${functional[@]}"; do
+			# shellcheck disable=SC2086
+			run_case "$(label "$t") $c" "$t" "LD_LIBRARY_PATH=$libdir" $c
 		done
 	done
 	;;

@@ -1,0 +1,550 @@
+/*
+ * What every fabtests-compat program shares: upstream fabtests' command-line conventions,
+ * the out-of-band TCP channel (-E), opening an RDM endpoint with one registered buffer,
+ * exchanging names, buffer addresses and keys, reading completions, data patterns and the
+ * output columns (bytes, iters, total, time, MB/sec, usec/xfer, Mxfers/sec).
+ *
+ * Written for this project against the public libfabric API only, so that each program builds
+ * against Debian's installed headers (binary compatibility) and against ours (source
+ * compatibility). Header-only: every program is one C file, and `static inline` keeps the
+ * helpers a program does not call from warning.
+ *
+ *   server:  <program> [options]
+ *   client:  <program> [options] <server host>
+ *
+ * Common options:
+ *   -p <provider>  -d <domain>  -e rdm
+ *   -S <size>|all  one transfer size (k/m/g suffixes) or every power of two up to 8 MiB
+ *   -I <iterations>  -w <warmup iterations>  -W <window>
+ *   -B <port>  server's out-of-band TCP port (default 9228)
+ *   -P <port>  port the client connects to (default 9228)
+ *   -E         out-of-band address exchange over TCP (always on here; accepted for fabtests)
+ *   -v         check the data
+ * Addresses, buffer addresses and keys travel over the TCP connection, which also carries
+ * the synchronisation between steps. The client prints; the server prints nothing but errors.
+ */
+#ifndef FABTESTS_COMPAT_COMMON_H
+#define FABTESTS_COMPAT_COMMON_H
+
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+/* Bytes after the transfer area for control messages, then an unregistered guard area that
+ * remote accesses past the region's end must leave untouched. */
+#define FT_CTRL_SIZE 64
+#define FT_GUARD_SIZE 4096
+#define FT_GUARD_BYTE 0xa5
+
+static const char *ft_prog = "fabtests-compat";
+
+static struct {
+	const char *prov, *domain, *host;
+	size_t size; /* 0: the program's default sizes, SIZE_MAX: all */
+	int iters, warmup, window, port, check;
+} ft_opt = { .warmup = 10, .window = 64, .port = 9228 };
+
+static struct fi_info *ft_info;
+static struct fid_fabric *ft_fabric;
+static struct fid_domain *ft_domain;
+static struct fid_ep *ft_ep;
+static struct fid_cq *ft_cq;
+static struct fid_av *ft_av;
+static struct fid_mr *ft_mr;
+static void *ft_desc;
+static uint8_t *ft_buf;		/* transfer area, then FT_CTRL_SIZE bytes, then the guard */
+static size_t ft_buf_size;	/* the transfer area */
+static fi_addr_t ft_peer;
+static uint64_t ft_peer_addr, ft_peer_key;
+static int ft_sock = -1;
+/* Completions read while waiting on the TCP channel (ft_progress). */
+static struct fi_cq_tagged_entry ft_early[1024];
+static int ft_nearly;
+
+#define FT_DIE(...)                                               \
+	do {                                                      \
+		fprintf(stderr, "%s: ", ft_prog);                 \
+		fprintf(stderr, __VA_ARGS__);                     \
+		fputc('\n', stderr);                              \
+		exit(1);                                          \
+	} while (0)
+
+#define FT_CHECK(call)                                                                \
+	do {                                                                          \
+		int ret_ = (int)(call);                                               \
+		if (ret_)                                                             \
+			FT_DIE("%s: %s (%d)", #call, fi_strerror(-ret_), ret_);       \
+	} while (0)
+
+static inline int ft_client(void)
+{
+	return ft_opt.host != NULL;
+}
+
+static inline double ft_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static inline size_t ft_parse_size(const char *s)
+{
+	char *end;
+	unsigned long long v = strtoull(s, &end, 0);
+
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; break;
+	case 'm': case 'M': v <<= 20; break;
+	case 'g': case 'G': v <<= 30; break;
+	case '\0': break;
+	default: FT_DIE("bad size '%s'", s);
+	}
+	return v;
+}
+
+/*
+ * Parses the common options and, for the letters in `extra` (getopt syntax), calls `own`.
+ * Leaves the server host, if any, in ft_opt.host.
+ */
+static inline void ft_parse(int argc, char **argv, const char *extra,
+			    void (*own)(int c, const char *arg), void (*usage)(void))
+{
+	char optstring[64];
+	int c;
+
+	snprintf(optstring, sizeof(optstring), "p:d:e:S:I:w:W:B:P:Evh%s", extra);
+	while ((c = getopt(argc, argv, optstring)) != -1) {
+		switch (c) {
+		case 'p': ft_opt.prov = optarg; break;
+		case 'd': ft_opt.domain = optarg; break;
+		case 'e':
+			if (strcmp(optarg, "rdm"))
+				FT_DIE("only -e rdm is supported");
+			break;
+		case 'S':
+			ft_opt.size = strcmp(optarg, "all") ? ft_parse_size(optarg) : SIZE_MAX;
+			break;
+		case 'I': ft_opt.iters = atoi(optarg); break;
+		case 'w': ft_opt.warmup = atoi(optarg); break;
+		case 'W': ft_opt.window = atoi(optarg); break;
+		case 'B': case 'P': ft_opt.port = atoi(optarg); break;
+		case 'E': break;
+		case 'v': ft_opt.check = 1; break;
+		case '?': case 'h': usage(); break;
+		default:
+			if (own)
+				own(c, optarg);
+			else
+				usage();
+		}
+	}
+	if (optind < argc)
+		ft_opt.host = argv[optind];
+	if (ft_opt.window < 1 || ft_opt.warmup < 0 || ft_opt.iters < 0)
+		usage();
+}
+
+/* The sizes a run covers: -S's, every power of two to 8 MiB for -S all, else the defaults. */
+static inline size_t ft_sizes(size_t *sizes, size_t cap, const size_t *defaults, size_t ndefaults)
+{
+	size_t n = 0;
+
+	if (ft_opt.size == SIZE_MAX)
+		for (size_t s = 1; s <= (8 << 20) && n < cap; s <<= 1)
+			sizes[n++] = s;
+	else if (ft_opt.size)
+		sizes[n++] = ft_opt.size;
+	else
+		for (size_t i = 0; i < ndefaults && n < cap; i++)
+			sizes[n++] = defaults[i];
+	return n;
+}
+
+/* ---- out-of-band TCP channel ---- */
+
+static void ft_progress(void);
+
+static inline void ft_oob_all(int send_dir, void *p, size_t n)
+{
+	uint8_t *b = p;
+
+	while (n) {
+		ssize_t r;
+
+		if (!send_dir) {
+			/*
+			 * Keep the endpoint progressing while waiting on the peer: with manual
+			 * progress it may still owe the peer acknowledgements or be the target of
+			 * its RMA (as fabtests do, never block without driving the CQ).
+			 */
+			struct pollfd pfd = { .fd = ft_sock, .events = POLLIN };
+
+			while (poll(&pfd, 1, 0) == 0)
+				ft_progress();
+		}
+		r = send_dir ? send(ft_sock, b, n, MSG_NOSIGNAL) : recv(ft_sock, b, n, 0);
+
+		if (r <= 0)
+			FT_DIE("out-of-band connection: %s", r ? strerror(errno) : "closed by peer");
+		b += r;
+		n -= r;
+	}
+}
+
+static inline void ft_oob_send(const void *p, size_t n)
+{
+	ft_oob_all(1, (void *)p, n);
+}
+
+static inline void ft_oob_recv(void *p, size_t n)
+{
+	ft_oob_all(0, p, n);
+}
+
+static inline void ft_sync(void)
+{
+	uint8_t b = 1;
+
+	ft_oob_send(&b, 1);
+	ft_oob_recv(&b, 1);
+}
+
+static inline void ft_oob_connect(void)
+{
+	char port[16];
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *a;
+	int one = 1;
+
+	snprintf(port, sizeof(port), "%d", ft_opt.port);
+	if (ft_opt.host) {
+		if (getaddrinfo(ft_opt.host, port, &hints, &res))
+			FT_DIE("cannot resolve %s", ft_opt.host);
+		/* The server may still be starting: retry for a few seconds. */
+		for (int tries = 0; ft_sock < 0 && tries < 100; tries++) {
+			for (a = res; a; a = a->ai_next) {
+				int s = socket(a->ai_family, a->ai_socktype, 0);
+
+				if (s >= 0 && connect(s, a->ai_addr, a->ai_addrlen) == 0) {
+					ft_sock = s;
+					break;
+				}
+				if (s >= 0)
+					close(s);
+			}
+			if (ft_sock < 0)
+				usleep(50000);
+		}
+		freeaddrinfo(res);
+		if (ft_sock < 0)
+			FT_DIE("cannot connect to %s:%d", ft_opt.host, ft_opt.port);
+	} else {
+		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(ft_opt.port) };
+		int l = socket(AF_INET, SOCK_STREAM, 0);
+
+		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+		if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) || listen(l, 1))
+			FT_DIE("cannot listen on port %d: %s", ft_opt.port, strerror(errno));
+		ft_sock = accept(l, NULL, NULL);
+		if (ft_sock < 0)
+			FT_DIE("accept: %s", strerror(errno));
+		close(l);
+	}
+	setsockopt(ft_sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ---- fabric setup ---- */
+
+/*
+ * Opens an RDM endpoint with `caps` (fi_getinfo hints) and registers a buffer of `size`
+ * transfer bytes plus the control area, for local and remote access. The guard after it is
+ * not registered.
+ */
+static inline void ft_open(uint64_t caps, size_t size)
+{
+	struct fi_info *hints = fi_allocinfo();
+	struct fi_cq_attr cq_attr = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	uint64_t access = FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+
+	if (!hints)
+		FT_DIE("fi_allocinfo failed");
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->caps = caps;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	if (ft_opt.prov)
+		hints->fabric_attr->prov_name = strdup(ft_opt.prov);
+	if (ft_opt.domain)
+		hints->domain_attr->name = strdup(ft_opt.domain);
+	FT_CHECK(fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &ft_info));
+	fi_freeinfo(hints);
+
+	FT_CHECK(fi_fabric(ft_info->fabric_attr, &ft_fabric, NULL));
+	FT_CHECK(fi_domain(ft_fabric, ft_info, &ft_domain, NULL));
+	cq_attr.size = ft_info->tx_attr->size + ft_info->rx_attr->size;
+	FT_CHECK(fi_cq_open(ft_domain, &cq_attr, &ft_cq, NULL));
+	FT_CHECK(fi_av_open(ft_domain, &av_attr, &ft_av, NULL));
+	FT_CHECK(fi_endpoint(ft_domain, ft_info, &ft_ep, NULL));
+	FT_CHECK(fi_ep_bind(ft_ep, &ft_av->fid, 0));
+	FT_CHECK(fi_ep_bind(ft_ep, &ft_cq->fid, FI_TRANSMIT | FI_RECV));
+	FT_CHECK(fi_enable(ft_ep));
+
+	ft_buf_size = size;
+	if (posix_memalign((void **)&ft_buf, 4096, size + FT_CTRL_SIZE + FT_GUARD_SIZE))
+		FT_DIE("out of memory for a %zu-byte buffer", size);
+	memset(ft_buf, 0, size + FT_CTRL_SIZE);
+	memset(ft_buf + size + FT_CTRL_SIZE, FT_GUARD_BYTE, FT_GUARD_SIZE);
+	FT_CHECK(fi_mr_reg(ft_domain, ft_buf, size + FT_CTRL_SIZE, access, 0, 0x5eed, 0, &ft_mr,
+			   NULL));
+	if (ft_info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+		FT_CHECK(fi_mr_bind(ft_mr, &ft_ep->fid, 0));
+		FT_CHECK(fi_mr_enable(ft_mr));
+	}
+	ft_desc = fi_mr_desc(ft_mr);
+}
+
+/* Prints, on the client, which library and provider run (the runners check the version). */
+static inline void ft_banner(const char *what)
+{
+	if (ft_client())
+		fprintf(stderr, "%s: libfabric %u.%u, provider %s, domain %s, %s\n", ft_prog,
+			FI_MAJOR(fi_version()), FI_MINOR(fi_version()),
+			ft_info->fabric_attr->prov_name, ft_info->domain_attr->name, what);
+}
+
+/* Swaps endpoint names, buffer addresses and keys with the peer. */
+static inline void ft_exchange(void)
+{
+	char name[256];
+	size_t len = sizeof(name);
+	uint64_t mine[2], theirs[2];
+	uint32_t n;
+
+	FT_CHECK(fi_getname(&ft_ep->fid, name, &len));
+	n = len;
+	ft_oob_send(&n, sizeof(n));
+	ft_oob_send(name, len);
+	ft_oob_recv(&n, sizeof(n));
+	if (n > sizeof(name))
+		FT_DIE("peer's address is %u bytes", n);
+	ft_oob_recv(name, n);
+	if (fi_av_insert(ft_av, name, 1, &ft_peer, 0, NULL) != 1)
+		FT_DIE("fi_av_insert of the peer's address failed");
+
+	mine[0] = (ft_info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uintptr_t)ft_buf : 0;
+	mine[1] = fi_mr_key(ft_mr);
+	ft_oob_send(mine, sizeof(mine));
+	ft_oob_recv(theirs, sizeof(theirs));
+	ft_peer_addr = theirs[0];
+	ft_peer_key = theirs[1];
+}
+
+static inline void ft_close(void)
+{
+	ft_sync();
+	fi_close(&ft_mr->fid);
+	fi_close(&ft_ep->fid);
+	fi_close(&ft_av->fid);
+	fi_close(&ft_cq->fid);
+	fi_close(&ft_domain->fid);
+	fi_close(&ft_fabric->fid);
+	fi_freeinfo(ft_info);
+	free(ft_buf);
+	close(ft_sock);
+}
+
+/* ---- completions ---- */
+
+static inline void ft_cq_error(void)
+{
+	struct fi_cq_err_entry e = { 0 };
+
+	if (fi_cq_readerr(ft_cq, &e, 0) > 0)
+		FT_DIE("completion error: %s (%d) provider: %s", fi_strerror(e.err), e.err,
+		       fi_cq_strerror(ft_cq, e.prov_errno, e.err_data, NULL, 0));
+	FT_DIE("completion error that fi_cq_readerr did not return");
+}
+
+/*
+ * The next completion: 0 with *e filled, or, when `err` is given, 1 with *err filled for an
+ * error completion (without `err` an error completion ends the program). Gives up after 30 s
+ * without any.
+ */
+static inline int ft_next(struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *err)
+{
+	double since = ft_now();
+
+	if (ft_nearly > 0) {
+		*e = ft_early[0];
+		memmove(&ft_early[0], &ft_early[1], --ft_nearly * sizeof(ft_early[0]));
+		return 0;
+	}
+	for (;;) {
+		ssize_t r = fi_cq_read(ft_cq, e, 1);
+
+		if (r == 1)
+			return 0;
+		if (r == -FI_EAVAIL) {
+			if (!err)
+				ft_cq_error();
+			memset(err, 0, sizeof(*err));
+			if (fi_cq_readerr(ft_cq, err, 0) != 1)
+				FT_DIE("fi_cq_readerr returned no entry after -FI_EAVAIL");
+			return 1;
+		}
+		if (r != -FI_EAGAIN)
+			FT_DIE("fi_cq_read: %s", fi_strerror((int)-r));
+		if (ft_now() - since > 30)
+			FT_DIE("no completion for 30 s");
+	}
+}
+
+/*
+ * Waits for n completions, up to 30 s without any. Returns the entries' flags or'ed; *data
+ * (if given) gets the largest remote CQ data seen.
+ */
+static inline uint64_t ft_wait(int n, uint64_t *data)
+{
+	struct fi_cq_tagged_entry e[16];
+	uint64_t flags = 0;
+	double idle_since = ft_now();
+
+	while (n > 0 && ft_nearly > 0) {
+		struct fi_cq_tagged_entry *x = &ft_early[--ft_nearly];
+
+		flags |= x->flags;
+		if (data && (x->flags & FI_REMOTE_CQ_DATA) && x->data > *data)
+			*data = x->data;
+		n--;
+	}
+	while (n > 0) {
+		ssize_t r = fi_cq_read(ft_cq, e, n < 16 ? n : 16);
+
+		if (r > 0) {
+			for (ssize_t i = 0; i < r; i++) {
+				flags |= e[i].flags;
+				if (data && (e[i].flags & FI_REMOTE_CQ_DATA) && e[i].data > *data)
+					*data = e[i].data;
+			}
+			n -= r;
+			idle_since = ft_now();
+		} else if (r == -FI_EAVAIL) {
+			ft_cq_error();
+		} else if (r != -FI_EAGAIN) {
+			FT_DIE("fi_cq_read: %s", fi_strerror((int)-r));
+		} else if (ft_now() - idle_since > 30) {
+			FT_DIE("no completion for 30 s (%d outstanding)", n);
+		}
+	}
+	return flags;
+}
+
+/*
+ * Drives the endpoint while waiting on the TCP channel. The peer may already be sending (its
+ * side of a sync ended first), so completions read here are kept for ft_wait/ft_next.
+ */
+static void ft_progress(void)
+{
+	ssize_t r;
+
+	if (!ft_cq || ft_nearly == (int)(sizeof(ft_early) / sizeof(ft_early[0])))
+		return;
+	r = fi_cq_read(ft_cq, &ft_early[ft_nearly], 1);
+	if (r == -FI_EAVAIL)
+		ft_cq_error();
+	if (r > 0)
+		ft_nearly += r;
+}
+
+/* Retries a post that returns -FI_EAGAIN (queue full) while driving progress, for 30 s. */
+#define FT_POST(call)                                                                   \
+	do {                                                                            \
+		double since_ = ft_now();                                               \
+		ssize_t r_;                                                             \
+		while ((r_ = (call)) == -FI_EAGAIN) {                                   \
+			ft_progress();                                                  \
+			if (ft_now() - since_ > 30)                                     \
+				FT_DIE("%s: queue full for 30 s", #call);               \
+		}                                                                       \
+		if (r_)                                                                 \
+			FT_DIE("%s: %s (%zd)", #call, fi_strerror((int)-r_), r_);       \
+	} while (0)
+
+/* ---- data ---- */
+
+static inline uint8_t ft_pattern(size_t seed, size_t i)
+{
+	return (uint8_t)(i * 7 + seed * 13 + (i >> 8));
+}
+
+static inline void ft_fill(uint8_t *p, size_t n, size_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = ft_pattern(seed, i);
+}
+
+static inline void ft_verify(const uint8_t *p, size_t n, size_t seed, const char *what)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != ft_pattern(seed, i))
+			FT_DIE("%s: data check failed at byte %zu of %zu: 0x%02x, expected 0x%02x",
+			       what, i, n, p[i], ft_pattern(seed, i));
+}
+
+/* ---- output, as fabtests' performance tests ---- */
+
+static inline void ft_size_str(char *s, size_t n, double v)
+{
+	if (v >= (1 << 30))
+		snprintf(s, n, "%.0fg", v / (1 << 30));
+	else if (v >= (1 << 20))
+		snprintf(s, n, "%.0fm", v / (1 << 20));
+	else if (v >= (1 << 10))
+		snprintf(s, n, "%.0fk", v / (1 << 10));
+	else
+		snprintf(s, n, "%.0f", v);
+}
+
+/* One row; `xfers` transfers of `size` bytes per iteration (2 for a ping-pong). */
+static inline void ft_show(size_t size, int iters, double elapsed, int xfers, int first)
+{
+	char b[16], it[16], tot[16];
+	double n = (double)iters * xfers;
+
+	if (first)
+		printf("%-8s%-8s%-8s%8s %10s%13s%13s\n", "bytes", "iters", "total", "time",
+		       "MB/sec", "usec/xfer", "Mxfers/sec");
+	ft_size_str(b, sizeof(b), size);
+	ft_size_str(it, sizeof(it), iters);
+	ft_size_str(tot, sizeof(tot), (double)size * n);
+	printf("%-8s%-8s%-8s%7.2fs %10.2f%13.2f%13.2f\n", b, it, tot, elapsed,
+	       size * n / elapsed / 1e6, elapsed * 1e6 / n, n / elapsed / 1e6);
+	fflush(stdout);
+}
+
+#endif

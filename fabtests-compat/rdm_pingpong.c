@@ -1,0 +1,152 @@
+/*
+ * rdm_pingpong: message latency between two processes, as upstream fabtests'
+ * fi_rdm_pingpong measures it (common options in common.h): the client sends, the server
+ * answers with a message of the same size, and usec/xfer is half a round trip.
+ *
+ *   -o msg|tagged   fi_send/fi_recv (default) or fi_tsend/fi_trecv
+ *
+ * Messages no larger than the provider's inject size go out with fi_inject/fi_tinject. With
+ * -v every message received is checked.
+ */
+#include "common.h"
+
+#define TAG 0x9099
+
+static int tagged;
+
+static int iterations_for(size_t size)
+{
+	if (ft_opt.iters)
+		return ft_opt.iters;
+	if (size >= (1 << 20))
+		return 100;
+	if (size >= (64 << 10))
+		return 1000;
+	return 10000;
+}
+
+/* Completions are told apart by context: a reply may complete before our send does. */
+static int tx_ctx, rx_ctx;
+static long tx_posted, tx_done, rx_posted, rx_done;
+static size_t cur_size;
+
+static void post_recv(size_t size)
+{
+	uint8_t *rx = ft_buf + ft_buf_size / 2;
+
+	if (tagged)
+		FT_POST(fi_trecv(ft_ep, rx, size, ft_desc, ft_peer, TAG, 0, &rx_ctx));
+	else
+		FT_POST(fi_recv(ft_ep, rx, size, ft_desc, ft_peer, &rx_ctx));
+	rx_posted++;
+}
+
+/* Reads one completion; checks a receive's length, tag and (-v) bytes. */
+static void reap_one(void)
+{
+	struct fi_cq_tagged_entry e;
+
+	ft_next(&e, NULL);
+	if (e.op_context == &tx_ctx) {
+		tx_done++;
+		return;
+	}
+	if (e.op_context != &rx_ctx || !(e.flags & FI_RECV) || e.len != cur_size ||
+	    (tagged && e.tag != TAG))
+		FT_DIE("receive of %zu B: flags 0x%" PRIx64 ", len %zu, context %p", cur_size,
+		       e.flags, e.len, e.op_context);
+	if (ft_opt.check)
+		ft_verify(ft_buf + ft_buf_size / 2, cur_size, cur_size, "ping-pong message");
+	rx_done++;
+}
+
+static void send_one(size_t size)
+{
+	if (size <= ft_info->tx_attr->inject_size) {
+		if (tagged)
+			FT_POST(fi_tinject(ft_ep, ft_buf, size, ft_peer, TAG));
+		else
+			FT_POST(fi_inject(ft_ep, ft_buf, size, ft_peer));
+		return;
+	}
+	if (tagged)
+		FT_POST(fi_tsend(ft_ep, ft_buf, size, ft_desc, ft_peer, TAG, &tx_ctx));
+	else
+		FT_POST(fi_send(ft_ep, ft_buf, size, ft_desc, ft_peer, &tx_ctx));
+	tx_posted++;
+}
+
+static void recv_one(void)
+{
+	while (rx_done < rx_posted)
+		reap_one();
+}
+
+static void run_size(size_t size, int first)
+{
+	int iters = iterations_for(size), total = iters + ft_opt.warmup;
+	double start = 0, elapsed;
+
+	cur_size = size;
+	ft_fill(ft_buf, size, size);
+	post_recv(size);
+	ft_sync();
+	for (int i = 0; i < total; i++) {
+		if (i == ft_opt.warmup)
+			start = ft_now();
+		if (ft_client())
+			send_one(size);
+		recv_one();
+		/* The next receive is posted before this side's message can be answered. */
+		if (i + 1 < total)
+			post_recv(size);
+		if (!ft_client())
+			send_one(size);
+	}
+	elapsed = ft_now() - start;
+	while (tx_done < tx_posted)
+		reap_one();
+	if (ft_client())
+		ft_show(size, iters, elapsed, 2, first);
+}
+
+static void own_option(int c, const char *arg)
+{
+	(void)c;
+	if (!strcmp(arg, "tagged"))
+		tagged = 1;
+	else if (strcmp(arg, "msg"))
+		FT_DIE("unknown mode '%s' (msg or tagged)", arg);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: rdm_pingpong [-p prov] [-d domain] [-e rdm] [-o msg|tagged] "
+			"[-S size|all] [-I iters] [-w warmup] [-B port] [-P port] [-E] [-v] "
+			"[server]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const size_t defaults[] = { 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10,
+					   256 << 10, 1 << 20 };
+	size_t sizes[40], n, max = 0;
+
+	ft_prog = "rdm_pingpong";
+	ft_parse(argc, argv, "o:", own_option, usage);
+	n = ft_sizes(sizes, 40, defaults, sizeof(defaults) / sizeof(defaults[0]));
+	for (size_t i = 0; i < n; i++)
+		if (sizes[i] > max)
+			max = sizes[i];
+
+	ft_oob_connect();
+	/* Sends from the first half of the buffer, receives into the second. */
+	ft_open(FI_MSG | (tagged ? FI_TAGGED : 0), 2 * max);
+	ft_banner(tagged ? "tagged" : "msg");
+	ft_exchange();
+	for (size_t i = 0; i < n && sizes[i] <= ft_info->ep_attr->max_msg_size; i++)
+		run_size(sizes[i], i == 0);
+	ft_close();
+	return 0;
+}
