@@ -14,6 +14,8 @@
  *
  * Common options:
  *   -p <provider>  -d <domain>  -e rdm
+ *   -s <address>   source address: the node given to fi_getinfo with FI_SOURCE, and the
+ *                  address the server's out-of-band socket listens on
  *   -S <size>|all  one transfer size (k/m/g suffixes) or every power of two up to 8 MiB
  *   -I <iterations>  -w <warmup iterations>  -W <window>
  *   -B <port>  server's out-of-band TCP port (default 9228)
@@ -61,7 +63,7 @@
 static const char *ft_prog = "fabtests-compat";
 
 static struct {
-	const char *prov, *domain, *host;
+	const char *prov, *domain, *host, *src;
 	size_t size; /* 0: the program's default sizes, SIZE_MAX: all */
 	int iters, warmup, window, port, check;
 } ft_opt = { .warmup = 10, .window = 64, .port = 9228 };
@@ -136,11 +138,12 @@ static inline void ft_parse(int argc, char **argv, const char *extra,
 	char optstring[64];
 	int c;
 
-	snprintf(optstring, sizeof(optstring), "p:d:e:S:I:w:W:B:P:Evh%s", extra);
+	snprintf(optstring, sizeof(optstring), "p:d:e:s:S:I:w:W:B:P:Evh%s", extra);
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
 		case 'p': ft_opt.prov = optarg; break;
 		case 'd': ft_opt.domain = optarg; break;
+		case 's': ft_opt.src = optarg; break;
 		case 'e':
 			if (strcmp(optarg, "rdm"))
 				FT_DIE("only -e rdm is supported");
@@ -262,12 +265,17 @@ static inline void ft_oob_connect(void)
 		if (ft_sock < 0)
 			FT_DIE("cannot connect to %s:%d", ft_opt.host, ft_opt.port);
 	} else {
-		struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(ft_opt.port) };
-		int l = socket(AF_INET, SOCK_STREAM, 0);
+		struct addrinfo passive = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+					    .ai_flags = AI_PASSIVE };
+		int l;
 
+		if (getaddrinfo(ft_opt.src, port, &passive, &res))
+			FT_DIE("cannot resolve %s", ft_opt.src ? ft_opt.src : "the wildcard address");
+		l = socket(res->ai_family, res->ai_socktype, 0);
 		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(l, (struct sockaddr *)&sin, sizeof(sin)) || listen(l, 1))
+		if (bind(l, res->ai_addr, res->ai_addrlen) || listen(l, 1))
 			FT_DIE("cannot listen on port %d: %s", ft_opt.port, strerror(errno));
+		freeaddrinfo(res);
 		ft_sock = accept(l, NULL, NULL);
 		if (ft_sock < 0)
 			FT_DIE("accept: %s", strerror(errno));
@@ -301,7 +309,8 @@ static inline void ft_open(uint64_t caps, size_t size)
 		hints->fabric_attr->prov_name = strdup(ft_opt.prov);
 	if (ft_opt.domain)
 		hints->domain_attr->name = strdup(ft_opt.domain);
-	FT_CHECK(fi_getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &ft_info));
+	FT_CHECK(fi_getinfo(FI_VERSION(1, 9), ft_opt.src, NULL, ft_opt.src ? FI_SOURCE : 0, hints,
+			    &ft_info));
 	fi_freeinfo(hints);
 
 	FT_CHECK(fi_fabric(ft_info->fabric_attr, &ft_fabric, NULL));

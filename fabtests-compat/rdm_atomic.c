@@ -242,7 +242,7 @@ static void client(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rdm_atomic [-p prov] [-d domain] [-e rdm] [-B port] [-P port] "
+	fprintf(stderr, "usage: rdm_atomic [-p prov] [-d domain] [-s src] [-e rdm] [-B port] [-P port] "
 			"[-E] [server]\n");
 	exit(2);
 }

@@ -320,7 +320,7 @@ static void cancel(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rdm_msg [-p prov] [-d domain] [-e rdm] [-B port] [-P port] [-E] "
+	fprintf(stderr, "usage: rdm_msg [-p prov] [-d domain] [-s src] [-e rdm] [-B port] [-P port] [-E] "
 			"[server]\n");
 	exit(2);
 }

@@ -121,7 +121,7 @@ static void own_option(int c, const char *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rdm_pingpong [-p prov] [-d domain] [-e rdm] [-o msg|tagged] "
+	fprintf(stderr, "usage: rdm_pingpong [-p prov] [-d domain] [-s src] [-e rdm] [-o msg|tagged] "
 			"[-S size|all] [-I iters] [-w warmup] [-B port] [-P port] [-E] [-v] "
 			"[server]\n");
 	exit(2);

@@ -231,7 +231,7 @@ static void client(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rdm_rma [-p prov] [-d domain] [-e rdm] [-B port] [-P port] [-E] "
+	fprintf(stderr, "usage: rdm_rma [-p prov] [-d domain] [-s src] [-e rdm] [-B port] [-P port] [-E] "
 			"[server]\n");
 	exit(2);
 }

@@ -292,7 +292,7 @@ static void cancel_data_inject(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rdm_tagged [-p prov] [-d domain] [-e rdm] [-B port] [-P port] "
+	fprintf(stderr, "usage: rdm_tagged [-p prov] [-d domain] [-s src] [-e rdm] [-B port] [-P port] "
 			"[-E] [server]\n");
 	exit(2);
 }

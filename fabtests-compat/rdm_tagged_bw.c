@@ -88,7 +88,7 @@ static void run_size(size_t size, int first)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rdm_tagged_bw [-p prov] [-d domain] [-e rdm] [-S size|all] "
+	fprintf(stderr, "usage: rdm_tagged_bw [-p prov] [-d domain] [-s src] [-e rdm] [-S size|all] "
 			"[-I iters] [-w warmup] [-W window] [-B port] [-P port] [-E] [-v] "
 			"[server]\n");
 	exit(2);

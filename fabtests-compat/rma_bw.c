@@ -101,7 +101,7 @@ static void own_option(int c, const char *arg)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: rma_bw [-p prov] [-d domain] [-e rdm] [-o write|read|writedata] "
+	fprintf(stderr, "usage: rma_bw [-p prov] [-d domain] [-s src] [-e rdm] [-o write|read|writedata] "
 			"[-S size|all] [-I iters] [-w warmup] [-W window] [-B port] [-P port] "
 			"[-E] [-v] [server]\n");
 	exit(2);

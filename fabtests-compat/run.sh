@@ -119,6 +119,9 @@ test)
 			done
 		done
 	done
+	# fabtests' -s: the source address given to fi_getinfo (FI_SOURCE) picks the device.
+	run_case "efa-srd rma_bw -s 127.0.0.1" "efa-srd|FI_EFA_ENABLE_SHM_TRANSFER=0|-p efa -s 127.0.0.1" \
+		"LD_LIBRARY_PATH=$libdir" rma_bw -o write -S 64k -I 20 -v
 	# The software SRD under a faulty network (dropped, duplicated, corrupted and delayed
 	# datagrams, injected by the UDP device): every byte still arrives intact, every
 	# functional step still passes.

@@ -54,6 +54,35 @@ fi_info_lists() {
 		{ echo "FAIL: fi_info -e"; echo "$out" | head -20; return 1; }
 	echo "ok: fi_info -v and -e"
 }
+
+# fi_info's listing and its filters: every provider, -p efa (RDM and DGRAM entries of the
+# software SRD device on loopback), -t FI_EP_RDM (only RDM entries, from efa and shm), and a
+# filter nothing matches (shm offers no DGRAM endpoint).
+fi_info_filters() {
+	local all efa rdm none rc
+	all=$(LD_LIBRARY_PATH=$libdir fi_info 2>&1)
+	efa=$(LD_LIBRARY_PATH=$libdir fi_info -p efa 2>&1)
+	rdm=$(LD_LIBRARY_PATH=$libdir fi_info -t FI_EP_RDM 2>&1)
+	none=$(LD_LIBRARY_PATH=$libdir fi_info -p shm -t FI_EP_DGRAM 2>&1)
+	rc=$?
+	if ! grep -q "^provider: efa" <<<"$all" || ! grep -q "^provider: shm" <<<"$all"; then
+		echo "FAIL: fi_info does not list efa and shm"; echo "$all" | head -20; return 1
+	fi
+	if grep "^provider:" <<<"$efa" | grep -qv "provider: efa$" ||
+		! grep -q "domain: srd_lo-rdm" <<<"$efa" || ! grep -q "domain: srd_lo-dgrm" <<<"$efa" ||
+		grep "protocol:" <<<"$efa" | grep -qv "FI_PROTO_EFA"; then
+		echo "FAIL: fi_info -p efa"; echo "$efa" | head -30; return 1
+	fi
+	if grep "type:" <<<"$rdm" | grep -qv "FI_EP_RDM$" || ! grep -q "^provider: efa" <<<"$rdm" ||
+		! grep -q "^provider: shm" <<<"$rdm"; then
+		echo "FAIL: fi_info -t FI_EP_RDM"; echo "$rdm" | head -30; return 1
+	fi
+	if [ $rc -eq 0 ] || ! grep -q -e "-61" -e "No data available" <<<"$none"; then
+		echo "FAIL: fi_info -p shm -t FI_EP_DGRAM (rc $rc) should find nothing"; echo "$none"; return 1
+	fi
+	echo "ok: fi_info lists efa and shm; -p efa, -t FI_EP_RDM and -p shm -t FI_EP_DGRAM filter as asked"
+}
+fi_info_filters || fails=$((fails + 1))
 fi_info_lists || fails=$((fails + 1))
 
 provs=$(LD_LIBRARY_PATH=$libdir fi_info -l 2>/dev/null | sed -n 's/^\([a-z0-9_;]*\):$/\1/p')
