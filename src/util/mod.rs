@@ -9,6 +9,7 @@ pub mod cntr;
 pub mod cq;
 pub mod ep;
 pub mod eq;
+pub mod hash;
 pub mod mr;
 pub mod provider;
 pub mod rxq;

@@ -1,6 +1,6 @@
 //! Memory registration (fi_mr(3)): keys, regions, and the check every remote access goes through.
 
-use std::collections::HashMap;
+use crate::util::hash::U64Map;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
@@ -121,7 +121,7 @@ impl Mr {
 
 #[derive(Debug, Default)]
 struct MapInner {
-    keys: RwLock<HashMap<u64, Arc<Mr>>>,
+    keys: RwLock<U64Map<Arc<Mr>>>,
 }
 
 /// A domain's registered regions by key.

@@ -17,10 +17,12 @@
 //!
 //! Decoding never fails: every field is checked where it is used (a peer may be hostile).
 
-use super::region::CMD_SIZE;
+use super::region::{CMD_PREFIX, CMD_SIZE};
 use crate::sys::cma::Remote;
 
 pub const HDR: usize = 64;
+// The ring reads the header first to learn the command's length (`wire_len`).
+const _: () = assert!(HDR == CMD_PREFIX);
 pub const BODY: usize = CMD_SIZE - HDR;
 
 /// First command to a peer: the sender's name (body) and pid (aux).
@@ -153,6 +155,19 @@ impl Cmd {
             aux2: rd(b, 56),
             body,
         }
+    }
+
+    /// Bytes of an encoded command that carry meaning, from its header: an inline message or
+    /// write uses the body only up to its payload; every other command, all of it. (A peer's
+    /// header may say anything: the ring bounds the result.)
+    pub fn wire_len(b: &[u8; CMD_SIZE]) -> usize {
+        let len = rd(b, 24);
+        let used = match (b[0], b[1]) {
+            (OP_MSG, PROTO_INLINE) => len,
+            (OP_WRITE, PROTO_INLINE) => (RMA_AREA as u64).saturating_add(len),
+            _ => BODY as u64,
+        };
+        HDR + used.min(BODY as u64) as usize
     }
 
     /// Writes `(addr, len)` pairs at `off` of the body; returns false if they do not fit.

@@ -15,7 +15,7 @@
 //! is answered with an error ACK and the initiator gets an error completion. A peer whose process
 //! dies fails every operation waiting on it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -33,6 +33,7 @@ use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::{Cq, CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, OpFlags, RmaOp};
+use crate::util::hash::U64Map;
 use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, SharedRxQueue, Unexpected};
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
@@ -193,8 +194,8 @@ struct Inner {
     cntr: Counters,
     rxq: SharedRxQueue<Pending>,
     peers: Vec<Peer>,
-    by_addr: HashMap<u64, usize>,
-    by_token: HashMap<u64, usize>,
+    by_addr: U64Map<usize>,
+    by_token: U64Map<usize>,
     tx_ops: Slab<TxOp>,
     rx_ops: Slab<RxOp>,
     /// Responses (ACK, GO, DATA, CONNECT) that found the peer's ring full.
@@ -300,8 +301,8 @@ impl ShmEndpoint {
                 cntr: Counters::default(),
                 rxq,
                 peers: Vec::new(),
-                by_addr: HashMap::new(),
-                by_token: HashMap::new(),
+                by_addr: U64Map::default(),
+                by_token: U64Map::default(),
                 tx_ops: Slab::new(),
                 rx_ops: Slab::new(),
                 outbox: VecDeque::new(),
@@ -536,7 +537,7 @@ impl Inner {
             c.aux = u64::from(crate::sys::os::pid());
             let mut b = [0u8; CMD_SIZE];
             c.encode(&mut b);
-            if !r.push(&b) {
+            if !r.push(&b, Cmd::wire_len(&b)) {
                 return Err(Errno::AGAIN);
             }
             self.peers[p].connected = true;
@@ -549,7 +550,7 @@ impl Inner {
         let r = self.connect(p)?;
         let mut b = [0u8; CMD_SIZE];
         c.encode(&mut b);
-        if r.push(&b) {
+        if r.push(&b, Cmd::wire_len(&b)) {
             return Ok(());
         }
         if r.owner_gone() {
@@ -565,7 +566,7 @@ impl Inner {
         c.encode(&mut b);
         if !self.outbox.iter().any(|(q, _)| *q == p)
             && let Ok(r) = self.connect(p)
-            && r.push(&b)
+            && r.push(&b, Cmd::wire_len(&b))
         {
             return;
         }
@@ -581,7 +582,7 @@ impl Inner {
             let sent = !left
                 .iter()
                 .any(|(q, _): &(usize, Box<[u8; CMD_SIZE]>)| *q == p)
-                && self.connect(p).is_ok_and(|r| r.push(&b));
+                && self.connect(p).is_ok_and(|r| r.push(&b, Cmd::wire_len(&b)));
             if !sent {
                 left.push_back((p, b));
             }
@@ -1213,15 +1214,22 @@ impl ShmEndpoint {
 
 impl ShmEndpoint {
     fn progress_locked(&self, g: &mut Inner) {
-        let Some(region) = g.region.clone() else {
-            return;
-        };
+        // Borrowed per use, not cloned: this runs on every CQ poll, and an `Arc` clone and drop
+        // are two locked instructions, each waiting for our stores to peers' rings to drain.
+        match g.region.as_deref() {
+            Some(r) => r.release_consumed(),
+            None => return,
+        }
         if !g.outbox.is_empty() {
             g.flush_outbox();
         }
         let mut buf = [0u8; CMD_SIZE];
         for _ in 0..PROGRESS_BATCH {
-            if !region.pop(&mut buf) {
+            if !g
+                .region
+                .as_deref()
+                .is_some_and(|r| r.pop(&mut buf, Cmd::wire_len))
+            {
                 break;
             }
             let c = Cmd::decode(&buf);
@@ -1816,6 +1824,9 @@ impl ShmEndpoint {
 
     /// Pushes chunks of segmented transfers while bounce buffers are free.
     fn push_segments(&self, g: &mut Inner) {
+        if g.tx_ops.is_empty() && g.rx_ops.is_empty() {
+            return;
+        }
         let Some(region) = g.region.clone() else {
             return;
         };

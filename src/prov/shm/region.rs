@@ -26,6 +26,8 @@ pub const RING_SLOTS: usize = 1024;
 pub const SLOT_SIZE: usize = 320;
 /// Bytes of a command.
 pub const CMD_SIZE: usize = SLOT_SIZE - 8;
+/// Bytes of a command read before the length of the rest is known (its header).
+pub const CMD_PREFIX: usize = 64;
 /// Bounce buffers for data that cannot be copied across processes in one step (inject, results,
 /// and the segmented path used when cross-memory attach is unavailable).
 pub const BOUNCE_BUFS: usize = 64;
@@ -77,6 +79,9 @@ pub struct Region {
     owner: bool,
     /// Owner only: where the next bounce-buffer search starts.
     next_buf: AtomicU32,
+    /// Owner only: ring slots before this position are handed back to producers; slots from
+    /// here to the head were popped and are handed back by `release_consumed`.
+    released: AtomicU64,
 }
 
 impl Region {
@@ -104,6 +109,7 @@ impl Region {
             name: name.to_string(),
             owner: true,
             next_buf: AtomicU32::new(0),
+            released: AtomicU64::new(0),
         };
         let h = r.header();
         h.version.store(VERSION, Ordering::Relaxed);
@@ -128,6 +134,7 @@ impl Region {
             name: name.to_string(),
             owner: false,
             next_buf: AtomicU32::new(0),
+            released: AtomicU64::new(0),
         };
         let h = r.header();
         if h.magic.load(Ordering::Acquire) != MAGIC
@@ -246,8 +253,10 @@ impl Region {
             .wrapping_add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE + 8)
     }
 
-    /// Appends a command (any process). False when the ring is full.
-    pub fn push(&self, cmd: &[u8; CMD_SIZE]) -> bool {
+    /// Appends the first `used` bytes of a command (any process); the rest of the slot keeps
+    /// stale bytes that the owner does not read. False when the ring is full.
+    pub fn push(&self, cmd: &[u8; CMD_SIZE], used: usize) -> bool {
+        let used = used.clamp(CMD_PREFIX, CMD_SIZE);
         let tail = self.ring_ctl(0);
         let mut pos = tail.load(Ordering::Relaxed);
         for _ in 0..64 {
@@ -262,12 +271,12 @@ impl Region {
                 ) {
                     Ok(_) => {
                         // SAFETY: this producer owns slot `pos` until it publishes the sequence
-                        // below; the destination lies inside the mapping.
+                        // below; the destination lies inside the mapping (used <= CMD_SIZE).
                         unsafe {
                             core::ptr::copy_nonoverlapping(
                                 cmd.as_ptr(),
                                 self.slot_data(pos as usize),
-                                CMD_SIZE,
+                                used,
                             )
                         };
                         self.slot_seq(pos as usize)
@@ -285,8 +294,16 @@ impl Region {
         false
     }
 
-    /// Takes the next command (owner only). False when empty.
-    pub fn pop(&self, out: &mut [u8; CMD_SIZE]) -> bool {
+    /// Takes the next command (owner only). False when empty. `used` tells, from the first
+    /// `CMD_PREFIX` bytes, how many bytes of the command the producer wrote (a small message
+    /// leaves most of its slot unused: copying only what it wrote keeps it to two cache lines);
+    /// whatever it says, no more than the slot is read, and the bytes of `out` past it are
+    /// left as they were.
+    pub fn pop(
+        &self,
+        out: &mut [u8; CMD_SIZE],
+        used: impl FnOnce(&[u8; CMD_SIZE]) -> usize,
+    ) -> bool {
         debug_assert!(self.owner);
         let head = self.ring_ctl(1);
         let pos = head.load(Ordering::Relaxed);
@@ -294,15 +311,41 @@ impl Region {
         if seq != pos.wrapping_add(1) {
             return false;
         }
+        let src = self.slot_data(pos as usize);
         // SAFETY: the producer published this slot (sequence pos+1, acquired above); the source
         // lies inside the mapping and `out` is a distinct local buffer.
+        unsafe { core::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), CMD_PREFIX) };
+        let n = used(out).clamp(CMD_PREFIX, CMD_SIZE);
+        // SAFETY: as above; `CMD_PREFIX <= n <= CMD_SIZE` keeps both ranges inside the slot and
+        // `out`.
         unsafe {
-            core::ptr::copy_nonoverlapping(self.slot_data(pos as usize), out.as_mut_ptr(), CMD_SIZE)
+            core::ptr::copy_nonoverlapping(
+                src.wrapping_add(CMD_PREFIX),
+                out.as_mut_ptr().add(CMD_PREFIX),
+                n - CMD_PREFIX,
+            )
         };
-        self.slot_seq(pos as usize)
-            .store(pos.wrapping_add(RING_SLOTS as u64), Ordering::Release);
         head.store(pos.wrapping_add(1), Ordering::Relaxed);
         true
+    }
+
+    /// Hands the slots popped since the last call back to producers (owner only). Deferred
+    /// from `pop` to the next poll: the store goes to a line the producer holds, and doing it
+    /// while the command is being handled would make the next locked instruction (a lock's
+    /// release, a reference count) wait for that line, delaying the answer to the command.
+    pub fn release_consumed(&self) {
+        debug_assert!(self.owner);
+        let head = self.ring_ctl(1).load(Ordering::Relaxed);
+        let mut pos = self.released.load(Ordering::Relaxed);
+        if pos == head {
+            return;
+        }
+        while pos != head {
+            self.slot_seq(pos as usize)
+                .store(pos.wrapping_add(RING_SLOTS as u64), Ordering::Release);
+            pos = pos.wrapping_add(1);
+        }
+        self.released.store(head, Ordering::Relaxed);
     }
 
     // ---- bounce buffers: the owner fills them, a peer copies out and releases ----
@@ -425,18 +468,47 @@ mod tests {
         assert_eq!(peer.token(), 7);
         let mut cmd = [0u8; CMD_SIZE];
         let mut out = [0u8; CMD_SIZE];
-        assert!(!owner.pop(&mut out));
+        assert!(!owner.pop(&mut out, |_| CMD_SIZE));
         for i in 0..RING_SLOTS {
             cmd[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            assert!(peer.push(&cmd));
+            assert!(peer.push(&cmd, CMD_SIZE));
         }
-        assert!(!peer.push(&cmd), "ring must report full");
+        assert!(!peer.push(&cmd, CMD_SIZE), "ring must report full");
         for i in 0..RING_SLOTS {
-            assert!(owner.pop(&mut out));
+            assert!(owner.pop(&mut out, |_| CMD_SIZE));
             assert_eq!(u64::from_le_bytes(out[..8].try_into().unwrap()), i as u64);
         }
-        assert!(!owner.pop(&mut out));
-        assert!(peer.push(&cmd));
+        assert!(!owner.pop(&mut out, |_| CMD_SIZE));
+        // Popped slots go back to producers only when released.
+        assert!(
+            !peer.push(&cmd, CMD_SIZE),
+            "popped slots are not free before release"
+        );
+        owner.release_consumed();
+        assert!(peer.push(&cmd, CMD_SIZE));
+    }
+
+    #[test]
+    fn only_the_used_part_of_a_command_is_copied() {
+        let n = name();
+        let owner = Region::create(&n, 8).unwrap();
+        let peer = Region::open(&n).unwrap();
+        let mut cmd = [0xabu8; CMD_SIZE];
+        // The producer writes the prefix and 8 bytes; the consumer learns that from the prefix.
+        cmd[0] = 8;
+        assert!(peer.push(&cmd, CMD_PREFIX + 8));
+        let mut out = [0u8; CMD_SIZE];
+        assert!(owner.pop(&mut out, |b| CMD_PREFIX + usize::from(b[0])));
+        assert!(out[1..CMD_PREFIX + 8].iter().all(|&b| b == 0xab));
+        assert!(
+            out[CMD_PREFIX + 8..].iter().all(|&b| b == 0),
+            "past the used part: untouched"
+        );
+        // A length past the slot is bounded by it.
+        owner.release_consumed();
+        assert!(peer.push(&cmd, usize::MAX));
+        assert!(owner.pop(&mut out, |_| usize::MAX));
+        assert!(out[1..].iter().all(|&b| b == 0xab));
     }
 
     #[test]

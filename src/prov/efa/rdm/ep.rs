@@ -25,6 +25,7 @@ use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::{Cq, CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, OpFlags, RmaOp};
+use crate::util::hash::U64Map;
 use crate::util::rxq::{MAX_IOV, SharedRxQueue};
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
@@ -307,7 +308,7 @@ pub(super) struct Inner {
     pub rxq: SharedRxQueue<Unexp>,
     pub peers: Vec<Peer>,
     pub by_addr: HashMap<EfaAddr, usize>,
-    pub by_fi: HashMap<u64, usize>,
+    pub by_fi: U64Map<usize>,
     pub txes: Slab<Txe>,
     pub rxes: Slab<Rxe>,
     pub sent: Slab<Sent>,
@@ -398,7 +399,7 @@ impl RdmEndpoint {
                 rxq,
                 peers: Vec::new(),
                 by_addr: HashMap::new(),
-                by_fi: HashMap::new(),
+                by_fi: U64Map::default(),
                 txes: Slab::new(),
                 rxes: Slab::new(),
                 sent: Slab::new(),
