@@ -61,6 +61,8 @@
 #define FT_GUARD_BYTE 0xa5
 
 static const char *ft_prog = "fabtests-compat";
+/* The threading model asked of fi_getinfo (a program may change it before ft_open). */
+static enum fi_threading ft_threading = FI_THREAD_DOMAIN;
 
 static struct {
 	const char *prov, *domain, *host, *src;
@@ -236,6 +238,35 @@ static inline void ft_sync(void)
 	ft_oob_recv(&b, 1);
 }
 
+/* The server's listening socket (on -s's address, else every address; port -B). */
+static inline int ft_oob_listen(void)
+{
+	char port[16];
+	struct addrinfo passive = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+				    .ai_flags = AI_PASSIVE }, *res;
+	int l, one = 1;
+
+	snprintf(port, sizeof(port), "%d", ft_opt.port);
+	if (getaddrinfo(ft_opt.src, port, &passive, &res))
+		FT_DIE("cannot resolve %s", ft_opt.src ? ft_opt.src : "the wildcard address");
+	l = socket(res->ai_family, res->ai_socktype, 0);
+	setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(l, res->ai_addr, res->ai_addrlen) || listen(l, 16))
+		FT_DIE("cannot listen on port %d: %s", ft_opt.port, strerror(errno));
+	freeaddrinfo(res);
+	return l;
+}
+
+static inline int ft_oob_accept(int l)
+{
+	int s = accept(l, NULL, NULL), one = 1;
+
+	if (s < 0)
+		FT_DIE("accept: %s", strerror(errno));
+	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return s;
+}
+
 static inline void ft_oob_connect(void)
 {
 	char port[16];
@@ -265,20 +296,9 @@ static inline void ft_oob_connect(void)
 		if (ft_sock < 0)
 			FT_DIE("cannot connect to %s:%d", ft_opt.host, ft_opt.port);
 	} else {
-		struct addrinfo passive = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
-					    .ai_flags = AI_PASSIVE };
-		int l;
+		int l = ft_oob_listen();
 
-		if (getaddrinfo(ft_opt.src, port, &passive, &res))
-			FT_DIE("cannot resolve %s", ft_opt.src ? ft_opt.src : "the wildcard address");
-		l = socket(res->ai_family, res->ai_socktype, 0);
-		setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (bind(l, res->ai_addr, res->ai_addrlen) || listen(l, 1))
-			FT_DIE("cannot listen on port %d: %s", ft_opt.port, strerror(errno));
-		freeaddrinfo(res);
-		ft_sock = accept(l, NULL, NULL);
-		if (ft_sock < 0)
-			FT_DIE("accept: %s", strerror(errno));
+		ft_sock = ft_oob_accept(l);
 		close(l);
 	}
 	setsockopt(ft_sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -304,7 +324,7 @@ static inline void ft_open(uint64_t caps, size_t size)
 	hints->caps = caps;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-	hints->domain_attr->threading = FI_THREAD_DOMAIN;
+	hints->domain_attr->threading = ft_threading;
 	if (ft_opt.prov)
 		hints->fabric_attr->prov_name = strdup(ft_opt.prov);
 	if (ft_opt.domain)

@@ -7,7 +7,7 @@
  */
 #include "common.h"
 
-#define REGION (4u << 20)
+#define REGION (16u << 20)
 
 static int rx_ctx, tx_ctx, slot_ctx[8];
 
@@ -42,7 +42,7 @@ static void expect_recv(size_t len, size_t seed, const char *what)
 static void sizes(void)
 {
 	static const size_t list[] = { 0, 1, 63, 64, 4095, 4096, 4097, 65535, 65536, 65537,
-				       1 << 20, REGION };
+				       1 << 20, 4 << 20, REGION };
 	char what[64];
 
 	for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++) {
@@ -62,7 +62,7 @@ static void sizes(void)
 		}
 		ft_sync();
 	}
-	ok("fi_send/fi_recv from 0 B to 4 MiB: lengths, flags, contexts and bytes");
+	ok("fi_send/fi_recv from 0 B to 16 MiB: lengths, flags, contexts and bytes");
 }
 
 /* Three send segments into two receive segments with other boundaries. */

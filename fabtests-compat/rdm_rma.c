@@ -4,8 +4,10 @@
  * and writes the server's registered region; after every step the server compares its whole
  * region with a shadow copy kept from what the client says it wrote, so a stray byte anywhere
  * fails the test, and checks that the unregistered guard after the region is untouched.
- * Accesses with a wrong key or past the region's end must fail with an error completion at
- * the client and change nothing at the server. The client prints one "ok:" line per step.
+ * Accesses with a wrong key, past the region's end, or that the region's access flags do not
+ * allow (a write to a region registered for remote reads only, a read from one registered for
+ * remote writes only) must fail with an error completion at the client and change nothing at
+ * the server. The client prints one "ok:" line per step.
  */
 #include "common.h"
 
@@ -13,12 +15,20 @@
 /* The server's registered region: the transfer area and the control bytes after it. */
 #define REMOTE_LEN (REGION + FT_CTRL_SIZE)
 
-/* What the client tells the server after a step: bytes [off, off+len) now hold pattern
- * `seed` (len 0: nothing changed); a non-zero `cq_data` is the remote CQ data the server's
- * completion must carry; `end` finishes the test. */
+/* What the client tells the server after a step: bytes [off, off+len) of the main region
+ * (`wo` 0) or of the write-only one (`wo` 1) now hold pattern `seed` (len 0: nothing
+ * changed); a non-zero `cq_data` is the remote CQ data the server's completion must carry;
+ * `end` finishes the test. */
 struct change {
-	uint64_t off, len, seed, cq_data, end;
+	uint64_t off, len, seed, cq_data, end, wo;
 };
+
+/* Two more regions of ACCESS_LEN bytes at the server: one registered for FI_REMOTE_READ
+ * only, one for FI_REMOTE_WRITE only. */
+#define ACCESS_LEN 4096
+static uint8_t *ro_buf, *wo_buf, *wo_shadow;
+static struct fid_mr *ro_mr, *wo_mr;
+static uint64_t ro_addr, ro_key, wo_addr, wo_key;
 
 static int ctx;
 static uint8_t *shadow;
@@ -32,7 +42,7 @@ static void ok(const char *what)
 /* Client: tells the server what changed and waits for its check. */
 static void changed(uint64_t off, uint64_t len, uint64_t seed, uint64_t cq_data)
 {
-	struct change c = { off, len, seed, cq_data, 0 };
+	struct change c = { off, len, seed, cq_data, 0, 0 };
 	uint8_t verdict;
 
 	ft_oob_send(&c, sizeof(c));
@@ -49,9 +59,9 @@ static void serve(void)
 		ft_oob_recv(&c, sizeof(c));
 		if (c.end)
 			return;
-		if (c.off + c.len > REMOTE_LEN)
+		if (c.off + c.len > (c.wo ? ACCESS_LEN : REMOTE_LEN))
 			FT_DIE("client reports a change outside the region");
-		ft_fill(shadow + c.off, c.len, c.seed);
+		ft_fill((c.wo ? wo_shadow : shadow) + c.off, c.len, c.seed);
 		if (c.cq_data) {
 			struct fi_cq_tagged_entry e;
 
@@ -70,6 +80,10 @@ static void serve(void)
 		for (size_t i = 0; i < FT_GUARD_SIZE; i++)
 			if (ft_buf[REMOTE_LEN + i] != FT_GUARD_BYTE)
 				FT_DIE("the guard after the region was written at byte %zu", i);
+		for (size_t i = 0; i < ACCESS_LEN; i++)
+			if (ro_buf[i] != ft_pattern(90, i) || wo_buf[i] != wo_shadow[i])
+				FT_DIE("byte %zu of the %s region changed", i,
+				       ro_buf[i] != ft_pattern(90, i) ? "read-only" : "write-only");
 		ft_oob_send(&verdict, 1);
 	}
 }
@@ -98,16 +112,21 @@ static void refused(const char *what)
 		FT_DIE("%s: error entry for context %p, error %d", what, err.op_context, err.err);
 }
 
-static void write_dc(void *local, size_t n, uint64_t off)
+/* Delivery complete: the bytes are in the target's memory when this completes. */
+static void write_dc_to(void *local, size_t n, uint64_t addr, uint64_t key)
 {
 	struct iovec v = { local, n };
-	struct fi_rma_iov r = { ft_peer_addr + off, n, ft_peer_key };
+	struct fi_rma_iov r = { addr, n, key };
 	struct fi_msg_rma m = { .msg_iov = &v, .desc = &ft_desc, .iov_count = 1,
 				.addr = ft_peer, .rma_iov = &r, .rma_iov_count = 1,
 				.context = &ctx };
 
-	/* Delivery complete: the bytes are in the target's memory when this completes. */
 	FT_POST(fi_writemsg(ft_ep, &m, FI_DELIVERY_COMPLETE));
+}
+
+static void write_dc(void *local, size_t n, uint64_t off)
+{
+	write_dc_to(local, n, ft_peer_addr + off, ft_peer_key);
 }
 
 static void client(void)
@@ -225,7 +244,37 @@ static void client(void)
 	ok("writes and reads with a wrong key or past the region's end: error completions, no "
 	   "byte changed");
 
-	struct change end = { 0, 0, 0, 0, 1 };
+	/* Access flags: a region registered for remote reads only cannot be written, one for
+	 * remote writes only cannot be read; what each allows works. */
+	ft_fill(lb, 64, 25);
+	FT_POST(fi_write(ft_ep, lb, 64, ft_desc, ft_peer, ro_addr, ro_key, &ctx));
+	refused("fi_write to a region registered with FI_REMOTE_READ only");
+	changed(0, 0, 0, 0);
+	memset(lb, 0xcc, 64);
+	FT_POST(fi_read(ft_ep, lb, 64, ft_desc, ft_peer, wo_addr, wo_key, &ctx));
+	refused("fi_read from a region registered with FI_REMOTE_WRITE only");
+	for (size_t j = 0; j < 64; j++)
+		if (lb[j] != 0xcc)
+			FT_DIE("a refused fi_read wrote the local buffer");
+	FT_POST(fi_read(ft_ep, lb, 64, ft_desc, ft_peer, ro_addr + 8, ro_key, &ctx));
+	done("fi_read from the read-only region");
+	for (size_t j = 0; j < 64; j++)
+		if (lb[j] != ft_pattern(90, 8 + j))
+			FT_DIE("fi_read from the read-only region: byte %zu wrong", j);
+	ft_fill(lb, 100, 26);
+	write_dc_to(lb, 100, wo_addr + 16, wo_key);
+	done("fi_writemsg to the write-only region");
+	{
+		struct change c = { 16, 100, 26, 0, 0, 1 };
+		uint8_t verdict;
+
+		ft_oob_send(&c, sizeof(c));
+		ft_oob_recv(&verdict, 1);
+	}
+	ok("FI_REMOTE_READ-only and FI_REMOTE_WRITE-only regions: the other access refused, "
+	   "nothing changed; the allowed one works");
+
+	struct change end = { 0, 0, 0, 0, 1, 0 };
 	ft_oob_send(&end, sizeof(end));
 }
 
@@ -251,10 +300,43 @@ int main(int argc, char **argv)
 		memcpy(shadow, ft_buf, REMOTE_LEN);
 	}
 	ft_exchange();
-	if (ft_client())
+	if (ft_client()) {
+		uint64_t keys[4];
+
+		ft_oob_recv(keys, sizeof(keys));
+		ro_addr = keys[0], ro_key = keys[1], wo_addr = keys[2], wo_key = keys[3];
 		client();
-	else
+	} else {
+		uint64_t keys[4];
+		int virt = (ft_info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+
+		ro_buf = malloc(ACCESS_LEN);
+		wo_buf = malloc(ACCESS_LEN);
+		wo_shadow = malloc(ACCESS_LEN);
+		if (!ro_buf || !wo_buf || !wo_shadow)
+			FT_DIE("out of memory");
+		ft_fill(ro_buf, ACCESS_LEN, 90);
+		ft_fill(wo_buf, ACCESS_LEN, 91);
+		memcpy(wo_shadow, wo_buf, ACCESS_LEN);
+		FT_CHECK(fi_mr_reg(ft_domain, ro_buf, ACCESS_LEN, FI_REMOTE_READ, 0, 0x7e01, 0,
+				   &ro_mr, NULL));
+		FT_CHECK(fi_mr_reg(ft_domain, wo_buf, ACCESS_LEN, FI_REMOTE_WRITE, 0, 0x7e02, 0,
+				   &wo_mr, NULL));
+		if (ft_info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+			FT_CHECK(fi_mr_bind(ro_mr, &ft_ep->fid, 0));
+			FT_CHECK(fi_mr_enable(ro_mr));
+			FT_CHECK(fi_mr_bind(wo_mr, &ft_ep->fid, 0));
+			FT_CHECK(fi_mr_enable(wo_mr));
+		}
+		keys[0] = virt ? (uintptr_t)ro_buf : 0;
+		keys[1] = fi_mr_key(ro_mr);
+		keys[2] = virt ? (uintptr_t)wo_buf : 0;
+		keys[3] = fi_mr_key(wo_mr);
+		ft_oob_send(keys, sizeof(keys));
 		serve();
+		fi_close(&ro_mr->fid);
+		fi_close(&wo_mr->fid);
+	}
 	ft_close();
 	if (ft_client())
 		printf("rdm_rma: all steps passed\n");

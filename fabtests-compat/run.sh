@@ -44,30 +44,57 @@ perf_cases=(
 	"rdm_pingpong -o msg -S all -I 10 -w 1 -v"
 	"rdm_pingpong -o tagged -S all -I 10 -w 1 -v"
 )
-functional=(rdm_msg rdm_tagged rdm_rma rdm_atomic)
+functional=(rdm_msg rdm_tagged rdm_rma rdm_atomic rdm_threads rdm_peer_death rdm_multi)
 
 # $1: env assignment that loads our library; $2: program; then its arguments. Prints the
 # client's output; returns non-zero (and shows both sides) when either side fails or the
 # loaded library is not ours.
 pair() {
 	local load=$1 prog=$2; shift 2
+	case $prog in rdm_multi) several "$load" "$prog" "$@"; return ;; esac
 	port=$((port + 1))
-	local srv out rc src
+	local srv out rc src want=0
+	# rdm_peer_death's server kills itself (SIGKILL: 137 through timeout).
+	[ "$prog" = rdm_peer_death ] && want=137
 	srv=$(mktemp)
 	env "$load" timeout 120 "$bindir/$prog" -B $port "$@" >"$srv" 2>&1 &
 	local spid=$!
 	out=$(env "$load" timeout 120 "$bindir/$prog" -P $port "$@" 127.0.0.1 2>&1)
 	rc=$?
-	wait $spid
+	wait $spid 2>/dev/null
 	src=$?
-	if [ $rc -ne 0 ] || [ $src -ne 0 ] || ! grep -q "^$prog: libfabric 2\.6," <<<"$out"; then
-		echo "FAIL: $prog $* [$load] (client rc=$rc, server rc=$src)"
+	if [ $rc -ne 0 ] || [ $src -ne $want ] || ! grep -q "^$prog: libfabric 2\.6," <<<"$out"; then
+		echo "FAIL: $prog $* [$load] (client rc=$rc, server rc=$src, expected $want)"
 		echo "--- client:"; echo "$out"; echo "--- server:"; cat "$srv"
 		rm -f "$srv"
 		return 1
 	fi
 	rm -f "$srv"
 	grep -v "^$prog: libfabric" <<<"$out"
+}
+
+# As pair, for a program of one server and three clients (rdm_multi -n 4). Prints the
+# clients' output.
+several() {
+	local load=$1 prog=$2; shift 2
+	port=$((port + 1))
+	local dir rc=0 i
+	dir=$(mktemp -d)
+	env "$load" timeout 120 "$bindir/$prog" -n 4 -B $port "$@" >"$dir/server" 2>&1 &
+	local pids=($!)
+	for i in 1 2 3; do
+		env "$load" timeout 120 "$bindir/$prog" -P $port "$@" 127.0.0.1 >"$dir/client$i" 2>&1 &
+		pids+=($!)
+	done
+	for i in "${pids[@]}"; do wait "$i" || rc=1; done
+	if [ $rc -ne 0 ] || [ "$(cat "$dir"/client* | grep -c "^$prog: libfabric 2\.6,")" != 3 ]; then
+		echo "FAIL: $prog -n 4 $* [$load]"
+		for i in "$dir"/*; do echo "--- ${i##*/}:"; cat "$i"; done
+		rm -rf "$dir"
+		return 1
+	fi
+	cat "$dir"/client* | grep -v "^$prog: libfabric"
+	rm -rf "$dir"
 }
 
 # The table's sizes, and column $1 (unit $2) of its last row.
@@ -87,7 +114,8 @@ run_case() {
 		case $1 in
 		rdm_*_bw | rma_bw) echo "ok: $name: $(figures 5 MB/s <<<"$out")" ;;
 		rdm_pingpong) echo "ok: $name: $(figures 6 us <<<"$out")" ;;
-		*) echo "ok: $name: $(grep -c '^ok: ' <<<"$out") steps passed" ;;
+		rdm_multi) echo "ok: $name: 4 processes, $(grep -c '^ok: ' <<<"$out") step(s) passed" ;;
+		*) echo "ok: $name: $(grep -c '^ok: ' <<<"$out") step(s) passed" ;;
 		esac
 	else
 		echo "$out"

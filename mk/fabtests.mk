@@ -14,7 +14,7 @@ fabtests: $(addprefix $(FABTESTS_BIN)/,$(FABTESTS_PROGS))
 
 $(FABTESTS_BIN)/%: fabtests-compat/%.c fabtests-compat/common.h
 	@mkdir -p $(FABTESTS_BIN)
-	$(CC) $(CFLAGS) -Wall -Wextra -Werror -o $@ $< -lfabric
+	$(CC) $(CFLAGS) -Wall -Wextra -Werror -pthread -o $@ $< -lfabric
 
 test-fabtests: lib fabtests
 	fabtests-compat/run.sh test $(FABTESTS_BIN) $(LIBDIR)

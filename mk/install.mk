@@ -17,7 +17,7 @@ test-install: lib
 	g++ -x c++ -Wall -Wextra -Werror -I$(INSTALL_TEST)/include -o /dev/null $(INSTALL_TEST)/all-headers.c
 	PKG_CONFIG_PATH=$(INSTALL_TEST)/lib/pkgconfig; export PKG_CONFIG_PATH; \
 	for p in $(FABTESTS_PROGS); do \
-		$(CC) $(CFLAGS) -Wall -Wextra -Werror -o $(INSTALL_TEST)/bin/$$p fabtests-compat/$$p.c \
+		$(CC) $(CFLAGS) -Wall -Wextra -Werror -pthread -o $(INSTALL_TEST)/bin/$$p fabtests-compat/$$p.c \
 			$$(pkg-config --cflags --libs libfabric) || exit 1; \
 	done
 	fabtests-compat/run.sh smoke $(INSTALL_TEST)/bin $(INSTALL_TEST)/lib
