@@ -1,18 +1,38 @@
-//! Nonblocking UDP sockets with batched I/O (sendmmsg(2), recvmmsg(2)), IPv4 and IPv6.
+//! Nonblocking UDP sockets with batched I/O (sendmmsg(2), recvmmsg(2)), IPv4 and IPv6, and
+//! UDP generic segmentation offload (GSO, udp(7) `UDP_SEGMENT`) on send where the kernel has
+//! it: a run of datagrams of one size to one destination leaves in one message that the
+//! kernel cuts back into those datagrams, so the stack is walked once per run, not once per
+//! datagram (MTU-sized datagrams on Ethernet).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::core::{Errno, Result};
 
 /// Most datagrams moved per system call.
 pub const BATCH: usize = 32;
 
+/// linux/udp.h: the cmsg (level `SOL_UDP`) giving a GSO message's segment size.
+const UDP_SEGMENT: i32 = 103;
+/// Most segments in one GSO message (the kernel's `UDP_MAX_SEGMENTS` since Linux 4.18).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Most bytes in one GSO message: its segments' payloads and headers must fit in one IP
+/// packet's 16-bit length before the kernel cuts it.
+const GSO_MAX_BYTES: usize = 65_000;
+
 #[derive(Debug)]
 pub struct UdpSock {
     fd: OwnedFd,
     local: SocketAddr,
+    /// Whether GSO is still tried: cleared for good when the kernel refuses it.
+    gso: AtomicBool,
 }
+
+/// Room for one `UDP_SEGMENT` cmsg, aligned for `cmsghdr`.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct SegmentCmsg([u8; 32]);
 
 fn to_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
     match a {
@@ -136,7 +156,11 @@ impl UdpSock {
             return Err(Errno::last_os());
         }
         let local = from_sockaddr(&ss).ok_or(Errno::INVAL)?;
-        Ok(UdpSock { fd, local })
+        Ok(UdpSock {
+            fd,
+            local,
+            gso: AtomicBool::new(true),
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -198,11 +222,35 @@ impl UdpSock {
     }
 
     /// Sends datagrams (destination, bytes); returns how many the kernel took (the rest should
-    /// be retried: the socket buffer is full).
+    /// be retried: the socket buffer is full). Consecutive datagrams to one destination, each
+    /// as long as the first but the last (which may be shorter), go out as one GSO message.
     pub fn send_batch(&self, items: &[(SocketAddr, &[u8])]) -> usize {
         let n = items.len().min(BATCH);
         if n == 0 {
             return 0;
+        }
+        let gso = self.gso.load(Ordering::Relaxed);
+        // Runs of items: (first, count, segment size).
+        let mut runs = [(0usize, 0usize, 0usize); BATCH];
+        let mut nruns = 0;
+        let mut i = 0;
+        while i < n {
+            let (dest, seg) = (items[i].0, items[i].1.len());
+            let (mut k, mut total) = (1, seg);
+            while gso && seg > 0 && i + k < n && k < GSO_MAX_SEGMENTS && items[i + k].0 == dest {
+                let len = items[i + k].1.len();
+                if len > seg || len == 0 || total + len > GSO_MAX_BYTES {
+                    break;
+                }
+                total += len;
+                k += 1;
+                if len < seg {
+                    break;
+                }
+            }
+            runs[nruns] = (i, k, seg);
+            nruns += 1;
+            i += k;
         }
         let mut iov: [libc::iovec; BATCH] = [libc::iovec {
             iov_base: core::ptr::null_mut(),
@@ -212,31 +260,63 @@ impl UdpSock {
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
         // SAFETY: as above.
         let mut names: [libc::sockaddr_storage; BATCH] = unsafe { core::mem::zeroed() };
-        for i in 0..n {
-            let len = to_sockaddr(&items[i].0, &mut names[i]);
+        let mut cmsgs = [SegmentCmsg([0; 32]); BATCH];
+        for (i, item) in items.iter().take(n).enumerate() {
             iov[i] = libc::iovec {
-                iov_base: items[i].1.as_ptr() as *mut libc::c_void,
-                iov_len: items[i].1.len(),
+                iov_base: item.1.as_ptr() as *mut libc::c_void,
+                iov_len: item.1.len(),
             };
-            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
-            hdrs[i].msg_hdr.msg_iovlen = 1;
-            hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
-            hdrs[i].msg_hdr.msg_namelen = len;
         }
-        // SAFETY: every header points at a live buffer and address that outlive the call; the
-        // kernel only reads them.
-        let r =
-            unsafe { libc::sendmmsg(self.fd(), hdrs.as_mut_ptr(), n as u32, libc::MSG_DONTWAIT) };
+        let mut coalesced = false;
+        for (g, &(first, count, seg)) in runs.iter().take(nruns).enumerate() {
+            let len = to_sockaddr(&items[first].0, &mut names[g]);
+            let h = &mut hdrs[g].msg_hdr;
+            h.msg_iov = &mut iov[first];
+            h.msg_iovlen = count;
+            h.msg_name = (&mut names[g] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = len;
+            if count > 1 {
+                coalesced = true;
+                let buf = &mut cmsgs[g].0;
+                // SAFETY: CMSG_SPACE(2) is 24 bytes on 64-bit Linux, within the 32-byte,
+                // 8-aligned buffer; the header and its data are written inside it.
+                unsafe {
+                    h.msg_control = buf.as_mut_ptr().cast();
+                    h.msg_controllen = libc::CMSG_SPACE(2) as usize;
+                    let c = libc::CMSG_FIRSTHDR(h);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(2) as usize;
+                    libc::CMSG_DATA(c).cast::<u16>().write_unaligned(seg as u16);
+                }
+            }
+        }
+        // SAFETY: every header points at live buffers, an address and a control block that
+        // outlive the call; the kernel only reads them.
+        let r = unsafe {
+            libc::sendmmsg(
+                self.fd(),
+                hdrs.as_mut_ptr(),
+                nruns as u32,
+                libc::MSG_DONTWAIT,
+            )
+        };
         if r < 0 {
             let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            // No GSO here (an old kernel, or a device without checksum offload): stop trying
+            // it on this socket and send the datagrams one by one.
+            if coalesced && (e == libc::EINVAL || e == libc::EIO || e == libc::ENOPROTOOPT) {
+                self.gso.store(false, Ordering::Relaxed);
+                return self.send_batch(items);
+            }
             // A datagram the network refuses (unreachable, too big) is dropped like a lost one:
             // the transport retransmits or fails the send.
             if e != libc::EAGAIN && e != libc::ENOBUFS && e != libc::EINTR {
-                return 1;
+                return runs[0].1;
             }
             return 0;
         }
-        r as usize
+        runs.iter().take(r as usize).map(|run| run.1).sum()
     }
 }
 
@@ -275,5 +355,49 @@ mod tests {
             }
             assert_eq!(out.last().unwrap().1, a.local_addr());
         }
+    }
+
+    /// A run of equal datagrams to one peer (GSO where the kernel has it) still arrives as the
+    /// separate datagrams that were sent, in order, the shorter last one included; a run to
+    /// another destination in the same batch too.
+    #[test]
+    fn runs_of_datagrams_arrive_as_sent() {
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let (a, b, c) = (
+            UdpSock::bind(ip, 0, 1 << 22).unwrap(),
+            UdpSock::bind(ip, 0, 1 << 22).unwrap(),
+            UdpSock::bind(ip, 0, 1 << 22).unwrap(),
+        );
+        let mut msgs: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 1400]).collect();
+        msgs[19].truncate(300);
+        msgs.push(vec![99; 1400]);
+        msgs.push(vec![100; 1400]);
+        let mut items: Vec<(SocketAddr, &[u8])> = msgs[..20]
+            .iter()
+            .map(|m| (b.local_addr(), &m[..]))
+            .collect();
+        items.extend(msgs[20..].iter().map(|m| (c.local_addr(), &m[..])));
+        assert_eq!(a.send_batch(&items), items.len());
+        assert!(
+            a.gso.load(Ordering::Relaxed),
+            "loopback takes GSO messages (Linux 4.18+)"
+        );
+        let receive = |s: &UdpSock, want: usize| {
+            let mut bufs = vec![vec![0u8; 65536]; BATCH];
+            let (mut out, mut got) = (Vec::new(), Vec::new());
+            for _ in 0..1000 {
+                s.recv_batch(&mut bufs, &mut out);
+                for (k, (len, _)) in out.iter().enumerate() {
+                    got.push(bufs[k][..*len].to_vec());
+                }
+                if got.len() >= want {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            got
+        };
+        assert_eq!(receive(&b, 20), msgs[..20].to_vec());
+        assert_eq!(receive(&c, 2), msgs[20..].to_vec());
     }
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Faults between two hosts, played by two network namespaces joined by a veth pair (issues 4
-# and 8): rma_bw over efa (software SRD on the veth) with every operation's data checked, under
+# and 8): rma_bw and rdm_tagged_bw over efa (software SRD on the veth) with every operation's data checked, under
 # random loss from nftables in each receiver's input hook, under the device's seeded fault
 # injector (FABRIC_SRD_FAULTS: loss, duplication, corruption, reordering by delay), across a
 # link that goes down for less than the unreachable timeout (5 s) and for longer, and with the
@@ -8,7 +8,7 @@
 # or, where the fault is fatal, when both sides end with an error within a bounded time (never
 # a hang, never a silent success). Every case must have its row in RELIABILITY.md.
 #
-#   faults.sh <bindir with rma_bw> <libdir>       (root: creates and removes the namespaces)
+#   faults.sh <bindir with rma_bw, rdm_tagged_bw> <libdir>       (root: creates and removes the namespaces)
 #   CASES=<regex> faults.sh …                    only the cases whose name matches
 set -uo pipefail
 bindir=$(cd "${1:?usage: faults.sh <bindir> <libdir>}" && pwd)
@@ -69,15 +69,20 @@ case_() {
 		echo "FAIL: $name: no row in RELIABILITY.md"
 		fails=$((fails + 1))
 	}
-	local fe=()
+	local fe=() prog=rma_bw
 	[ "$fenv" != - ] && fe=("FABRIC_SRD_FAULTS=$fenv")
+	# Tagged messages are rdm_tagged_bw's (the same options, without -o).
+	if [ "$1" = -o ] && [ "$2" = tsend ]; then
+		prog=rdm_tagged_bw
+		shift 2
+	fi
 	# (In a subshell: a server killed on purpose is not reported as a killed job.)
 	(ip netns exec "$A" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="va$$" "${fe[@]}" \
-		timeout "$limit" "$bindir/rma_bw" -p efa -B $port "$@" >"$log/srv" 2>&1; exit $?) 2>/dev/null &
+		timeout "$limit" "$bindir/$prog" -p efa -B $port "$@" >"$log/srv" 2>&1; exit $?) 2>/dev/null &
 	local spid=$!
 	sleep 0.3
 	ip netns exec "$B" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="vb$$" "${fe[@]}" \
-		timeout "$limit" "$bindir/rma_bw" -p efa -P $port "$@" 10.77.0.1 >"$log/cli" 2>&1 &
+		timeout "$limit" "$bindir/$prog" -p efa -P $port "$@" 10.77.0.1 >"$log/cli" 2>&1 &
 	local cpid=$!
 	local t0=$SECONDS
 	local dpid=
