@@ -2,7 +2,8 @@
 //! UDP generic segmentation offload (GSO, udp(7) `UDP_SEGMENT`) on send where the kernel has
 //! it: a run of datagrams of one size to one destination leaves in one message that the
 //! kernel cuts back into those datagrams, so the stack is walked once per run, not once per
-//! datagram (MTU-sized datagrams on Ethernet).
+//! datagram (MTU-sized datagrams on Ethernet); and generic receive offload (GRO, `UDP_GRO`)
+//! where asked for: the kernel hands up such runs as one buffer, with their segment size.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -15,6 +16,9 @@ pub const BATCH: usize = 32;
 
 /// linux/udp.h: the cmsg (level `SOL_UDP`) giving a GSO message's segment size.
 const UDP_SEGMENT: i32 = 103;
+/// linux/udp.h: the socket option turning GRO on, and the cmsg giving a coalesced buffer's
+/// segment size.
+const UDP_GRO: i32 = 104;
 /// Most segments in one GSO message (the kernel's `UDP_MAX_SEGMENTS` since Linux 4.18).
 const GSO_MAX_SEGMENTS: usize = 64;
 /// Most bytes in one GSO message: its segments' payloads and headers must fit in one IP
@@ -171,9 +175,21 @@ impl UdpSock {
         self.fd.as_raw_fd()
     }
 
-    /// Receives up to `bufs.len()` datagrams into `bufs` (each buffer's whole length is
-    /// usable); fills `out` with (length, source) and returns how many arrived.
-    pub fn recv_batch(&self, bufs: &mut [Vec<u8>], out: &mut Vec<(usize, SocketAddr)>) -> usize {
+    /// Turns GRO on; false if the kernel has none. Every receive buffer must then hold 64 KiB:
+    /// a coalesced run is cut short by a smaller one.
+    pub fn enable_gro(&self) -> bool {
+        setsockopt_int(self.fd(), libc::SOL_UDP, UDP_GRO, 1)
+    }
+
+    /// Receives up to `bufs.len()` messages into `bufs` (each buffer's whole length is
+    /// usable); fills `out` with (length, source, segment size) and returns how many arrived.
+    /// The segment size is the length, but for a run of datagrams GRO coalesced: the datagrams
+    /// are then the consecutive `segment`-byte pieces of the buffer, the last one shorter.
+    pub fn recv_batch(
+        &self,
+        bufs: &mut [Vec<u8>],
+        out: &mut Vec<(usize, SocketAddr, usize)>,
+    ) -> usize {
         out.clear();
         let n = bufs.len().min(BATCH);
         if n == 0 {
@@ -187,18 +203,22 @@ impl UdpSock {
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
         // SAFETY: as above.
         let mut names: [libc::sockaddr_storage; BATCH] = unsafe { core::mem::zeroed() };
+        let mut cmsgs = [SegmentCmsg([0; 32]); BATCH];
         for i in 0..n {
             iov[i] = libc::iovec {
                 iov_base: bufs[i].as_mut_ptr().cast(),
                 iov_len: bufs[i].len(),
             };
-            hdrs[i].msg_hdr.msg_iov = &mut iov[i];
-            hdrs[i].msg_hdr.msg_iovlen = 1;
-            hdrs[i].msg_hdr.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
-            hdrs[i].msg_hdr.msg_namelen = core::mem::size_of::<libc::sockaddr_storage>() as u32;
+            let h = &mut hdrs[i].msg_hdr;
+            h.msg_iov = &mut iov[i];
+            h.msg_iovlen = 1;
+            h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            h.msg_namelen = core::mem::size_of::<libc::sockaddr_storage>() as u32;
+            h.msg_control = cmsgs[i].0.as_mut_ptr().cast();
+            h.msg_controllen = cmsgs[i].0.len();
         }
-        // SAFETY: every header points at a live buffer of the stated length and a name slot;
-        // all of them outlive the call.
+        // SAFETY: every header points at a live buffer of the stated length, a name slot and
+        // a control block; all of them outlive the call.
         let r = unsafe {
             libc::recvmmsg(
                 self.fd(),
@@ -212,10 +232,26 @@ impl UdpSock {
             return 0;
         }
         for i in 0..r as usize {
-            if let Some(a) = from_sockaddr(&names[i]) {
-                out.push((hdrs[i].msg_len as usize, a));
-            } else {
-                out.push((0, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0)));
+            let len = hdrs[i].msg_len as usize;
+            let mut seg = len;
+            let h = &hdrs[i].msg_hdr;
+            // SAFETY: the kernel filled `msg_controllen` bytes of the control block; the
+            // CMSG_* walk stays inside it, and a UDP_GRO cmsg carries an int.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(h);
+                while !c.is_null() {
+                    if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                        let s = libc::CMSG_DATA(c).cast::<i32>().read_unaligned();
+                        if s > 0 {
+                            seg = s as usize;
+                        }
+                    }
+                    c = libc::CMSG_NXTHDR(h, c);
+                }
+            }
+            match from_sockaddr(&names[i]) {
+                Some(a) => out.push((len, a, seg)),
+                None => out.push((0, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), 0)),
             }
         }
         r as usize
@@ -354,12 +390,17 @@ mod tests {
                 assert_eq!(buf[0], i as u8);
             }
             assert_eq!(out.last().unwrap().1, a.local_addr());
+            assert!(
+                out.iter().all(|m| m.2 == m.0),
+                "no GRO asked: one datagram each"
+            );
         }
     }
 
     /// A run of equal datagrams to one peer (GSO where the kernel has it) still arrives as the
-    /// separate datagrams that were sent, in order, the shorter last one included; a run to
-    /// another destination in the same batch too.
+    /// separate datagrams that were sent, in order, the shorter last one included, whether the
+    /// receiver takes runs whole (GRO) or not; a run to another destination in the same batch
+    /// too.
     #[test]
     fn runs_of_datagrams_arrive_as_sent() {
         let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
@@ -368,6 +409,8 @@ mod tests {
             UdpSock::bind(ip, 0, 1 << 22).unwrap(),
             UdpSock::bind(ip, 0, 1 << 22).unwrap(),
         );
+        // b takes runs coalesced (GRO), c one datagram per buffer.
+        assert!(b.enable_gro(), "the kernel has UDP GRO (Linux 5.0+)");
         let mut msgs: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 1400]).collect();
         msgs[19].truncate(300);
         msgs.push(vec![99; 1400]);
@@ -384,20 +427,26 @@ mod tests {
         );
         let receive = |s: &UdpSock, want: usize| {
             let mut bufs = vec![vec![0u8; 65536]; BATCH];
-            let (mut out, mut got) = (Vec::new(), Vec::new());
+            let (mut out, mut got, mut runs) = (Vec::new(), Vec::new(), 0);
             for _ in 0..1000 {
                 s.recv_batch(&mut bufs, &mut out);
-                for (k, (len, _)) in out.iter().enumerate() {
-                    got.push(bufs[k][..*len].to_vec());
+                for (k, (len, _, seg)) in out.iter().enumerate() {
+                    // With GRO a buffer may hold a run: its datagrams are `seg`-byte pieces.
+                    got.extend(bufs[k][..*len].chunks((*seg).max(1)).map(<[u8]>::to_vec));
+                    runs += usize::from(seg < len);
                 }
                 if got.len() >= want {
                     break;
                 }
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
-            got
+            (got, runs)
         };
-        assert_eq!(receive(&b, 20), msgs[..20].to_vec());
-        assert_eq!(receive(&c, 2), msgs[20..].to_vec());
+        let (got, runs) = receive(&b, 20);
+        assert_eq!(got, msgs[..20].to_vec());
+        assert!(runs > 0, "a GSO run on loopback reaches a GRO socket whole");
+        let (got, runs) = receive(&c, 2);
+        assert_eq!(got, msgs[20..].to_vec());
+        assert_eq!(runs, 0);
     }
 }
