@@ -152,6 +152,19 @@ class Bench:
             vals.append(float(out[2]))
         return vals
 
+    def srd_bulk(self):
+        """The SRD device alone on loopback (examples/srd_bulk): [MB/s], [acks per datagram],
+        [retransmits per datagram], per run."""
+        exe = os.path.join(ROOT, "target", "release", "examples", "srd_bulk")
+        got = ([], [], [])
+        for _ in range(self.runs):
+            out = subprocess.run([exe, "0.3" if self.quick else "1"], capture_output=True,
+                                 text=True, check=True).stdout.split()
+            got[0].append(float(out[2]) * 1000)  # GB/s -> MB/s
+            got[1].append(float(out[3]))
+            got[2].append(float(out[4]))
+        return got
+
     def limit(self, what, arg):
         exe = os.path.join(self.build, "bench", "limits")
         vals = []
@@ -269,6 +282,7 @@ def main():
         "cma": attempt("limit process_vm_writev", lambda: b.limit("cma", 1 << 20)),
         "udp": attempt("limit raw UDP", lambda: b.limit("udp", SRD_DATAGRAM)),
     }
+    bulk = attempt("SRD transport alone", b.srd_bulk) or ([], [], [])
     for row in ROWS:
         if row.missing:
             continue
@@ -356,6 +370,14 @@ def main():
     w("|---|---|---|")
     w(f"| {cell(limits['memcpy'])} | {cell(limits['cma'])} | {cell(limits['udp'])} |")
     w("")
+    w("## The software SRD transport alone (examples/srd_bulk: two queue pairs on loopback, "
+      "one thread each, no RDM protocol)")
+    w("")
+    w(f"| MB/s, {SRD_DATAGRAM} B datagrams | acks sent per datagram delivered | "
+      "retransmissions per datagram delivered |")
+    w("|---|---|---|")
+    w(f"| {cell(bulk[0])} | {cell(bulk[1], 3)} | {cell(bulk[2], 4)} |")
+    w("")
     w("## Ratios at 1 MiB and targets (reported, not enforced)")
     w("")
     efa, shm, ushm = "ours efa over SRD", "ours shm", "upstream shm"
@@ -370,6 +392,8 @@ def main():
         ("efa write vs udp;ofi_rxd", bw(efa, "write", "1m"), bw(rxd, "write", "1m"), 10.0, ">="),
         ("efa write vs tcp;ofi_rxm", bw(efa, "write", "1m"), bw(rxm, "write", "1m"), 1.0, ">="),
         ("efa write vs raw UDP limit", bw(efa, "write", "1m"), med(limits["udp"] or []), 0.70,
+         ">="),
+        ("SRD transport alone vs raw UDP limit", med(bulk[0]), med(limits["udp"] or []), 0.80,
          ">="),
         ("efa read vs tcp;ofi_rxm", bw(efa, "read", "1m"), bw(rxm, "read", "1m"), 1.0, ">="),
         ("shm read vs upstream shm", bw(shm, "read", "1m"), bw(ushm, "read", "1m"), 1.0, ">="),

@@ -7,9 +7,13 @@ BENCH_BIN       := $(BUILD)/bench
 BENCH_OUT        = $(if $(QUICK),$(BUILD)/bench-quick,bench/results)
 TEST_TARGETS    += test-bench
 
-.PHONY: bench-tools test-bench
+.PHONY: bench-tools test-bench srd-bulk
 
-bench-tools: $(BENCH_BIN)/limits $(BENCH_BIN)/getinfo_time $(BENCH_BIN)/ep_memory
+bench-tools: $(BENCH_BIN)/limits $(BENCH_BIN)/getinfo_time $(BENCH_BIN)/ep_memory srd-bulk
+
+# The software SRD device alone, for the comparison with raw UDP (examples/srd_bulk.rs).
+srd-bulk:
+	$(CARGO) build --release --example srd_bulk
 
 $(BENCH_BIN)/limits: bench/limits.c
 	@mkdir -p $(BENCH_BIN)
