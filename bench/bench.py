@@ -128,8 +128,11 @@ class Bench:
         return out[2:5]
 
     def latency(self, row, size):
-        """fi_pingpong's usec/xfer (half a round trip) at one size, per run."""
-        iters = 200 if self.quick else (2000 if size >= 65536 else 10000)
+        """fi_pingpong's usec/xfer (half a round trip) at one size, per run. Enough round trips
+        for the steady state: in the first milliseconds two spinning processes may share a CPU
+        until the scheduler spreads them, which a 10,000-iteration run (7 ms over shm) shows
+        as a run at two or three times the latency."""
+        iters = 200 if self.quick else (2000 if size >= 65536 else 100000)
         args = row.prov + ["-e", "rdm", "-S", str(size), "-I", str(iters)]
         vals = []
         for _ in range(self.runs):
