@@ -189,6 +189,25 @@ static inline size_t ft_sizes(size_t *sizes, size_t cap, const size_t *defaults,
 	return n;
 }
 
+static inline size_t ft_max(const size_t *sizes, size_t n)
+{
+	size_t max = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (sizes[i] > max)
+			max = sizes[i];
+	return max;
+}
+
+/* Transfers per size: -I's, else `small` below 64 KiB, `mid` below 1 MiB, `big` from there
+ * (enough for a stable figure without making large sizes slow). */
+static inline int ft_iterations(size_t size, int small, int mid, int big)
+{
+	if (ft_opt.iters)
+		return ft_opt.iters;
+	return size >= (1 << 20) ? big : size >= (64 << 10) ? mid : small;
+}
+
 /* ---- out-of-band TCP channel ---- */
 
 static void ft_progress(void);
@@ -393,9 +412,9 @@ static inline void ft_exchange(void)
 	ft_peer_key = theirs[1];
 }
 
-static inline void ft_close(void)
+/* Closes everything this side opened (no synchronisation with the peer). */
+static inline void ft_teardown(void)
 {
-	ft_sync();
 	fi_close(&ft_mr->fid);
 	fi_close(&ft_ep->fid);
 	fi_close(&ft_av->fid);
@@ -404,6 +423,13 @@ static inline void ft_close(void)
 	fi_close(&ft_fabric->fid);
 	fi_freeinfo(ft_info);
 	free(ft_buf);
+}
+
+/* Waits for the peer to be done too, then closes everything. */
+static inline void ft_close(void)
+{
+	ft_sync();
+	ft_teardown();
 	close(ft_sock);
 }
 
@@ -523,6 +549,43 @@ static void ft_progress(void)
 		if (r_)                                                                 \
 			FT_DIE("%s: %s (%zd)", #call, fi_strerror((int)-r_), r_);       \
 	} while (0)
+
+/* ---- functional tests ---- */
+
+/* One "ok:" line per step, printed by the client. */
+static inline void ft_ok(const char *what)
+{
+	if (ft_client())
+		printf("ok: %s\n", what);
+}
+
+/* The next completion must be a successful one for `ctx` with all of `flags`. */
+static inline struct fi_cq_tagged_entry ft_expect(void *ctx, uint64_t flags, const char *what)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+
+	if (ft_next(&e, &err))
+		FT_DIE("%s: error completion %d (%s)", what, err.err, fi_strerror(err.err));
+	if (e.op_context != ctx || (e.flags & flags) != flags)
+		FT_DIE("%s: completion for context %p flags 0x%" PRIx64
+		       ", expected context %p flags 0x%" PRIx64, what, e.op_context, e.flags, ctx,
+		       flags);
+	return e;
+}
+
+/* The next completion must be an error one for `ctx`. */
+static inline struct fi_cq_err_entry ft_expect_error(void *ctx, const char *what)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+
+	if (ft_next(&e, &err) != 1)
+		FT_DIE("%s: completed successfully", what);
+	if (err.op_context != ctx || !err.err)
+		FT_DIE("%s: error entry for context %p, error %d", what, err.op_context, err.err);
+	return err;
+}
 
 /* ---- data ---- */
 

@@ -118,17 +118,6 @@ static int apply(enum fi_datatype dt, enum fi_op op, void *t, const void *o, con
 #undef CASE
 }
 
-static void done(const char *what)
-{
-	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
-
-	if (ft_next(&e, &err))
-		FT_DIE("%s: error completion %d (%s)", what, err.err, fi_strerror(err.err));
-	if (e.op_context != &ctx)
-		FT_DIE("%s: completion for context %p", what, e.op_context);
-}
-
 enum kind { PLAIN, FETCH, COMPARE };
 
 /* Runs one operation of one kind on N elements; returns 1 if run, 0 if not valid. */
@@ -168,7 +157,7 @@ static int one(enum kind kind, enum fi_op op, enum fi_datatype dt)
 					.context = &ctx };
 
 		FT_POST(fi_writemsg(ft_ep, &m, FI_DELIVERY_COMPLETE));
-		done("setting the target");
+		ft_expect(&ctx, 0, "setting the target");
 	}
 	memset(result, 0, 64);
 	if (kind == PLAIN) {
@@ -186,12 +175,12 @@ static int one(enum kind kind, enum fi_op op, enum fi_datatype dt)
 		FT_POST(fi_compare_atomic(ft_ep, operand, n, ft_desc, compare, ft_desc, result,
 					  ft_desc, ft_peer, ft_peer_addr, ft_peer_key, dt, op, &ctx));
 	}
-	done(what);
+	ft_expect(&ctx, 0, what);
 	if (kind != PLAIN && memcmp(result, init, n * sz))
 		FT_DIE("%s: fetched values are not the target's old ones", what);
 	memset(back, 0, 64);
 	FT_POST(fi_read(ft_ep, back, n * sz, ft_desc, ft_peer, ft_peer_addr, ft_peer_key, &ctx));
-	done("reading the target back");
+	ft_expect(&ctx, 0, "reading the target back");
 	if (memcmp(back, expect, n * sz))
 		FT_DIE("%s: target holds the wrong result", what);
 	return 1;
@@ -220,22 +209,18 @@ static void client(void)
 	/* A wrong key: an error completion, and the target keeps its value. */
 	if (fi_atomicvalid(ft_ep, FI_UINT64, FI_SUM, &count) == 0 && count) {
 		uint64_t *operand = (uint64_t *)ft_buf, *back = (uint64_t *)(ft_buf + 192);
-		struct fi_cq_tagged_entry e;
-		struct fi_cq_err_entry err;
 
 		*operand = 1;
 		FT_POST(fi_atomic(ft_ep, operand, 1, ft_desc, ft_peer, ft_peer_addr,
 				  ft_peer_key ^ 0x77000, FI_UINT64, FI_SUM, &ctx));
-		if (ft_next(&e, &err) != 1 || err.op_context != &ctx || !err.err)
-			FT_DIE("fi_atomic with a wrong key: no error completion");
+		ft_expect_error(&ctx, "fi_atomic with a wrong key");
 		FT_POST(fi_fetch_atomic(ft_ep, operand, 1, ft_desc, back, ft_desc, ft_peer,
 					ft_peer_addr + ft_buf_size + FT_CTRL_SIZE, ft_peer_key,
 					FI_UINT64, FI_SUM, &ctx));
-		if (ft_next(&e, &err) != 1 || err.op_context != &ctx || !err.err)
-			FT_DIE("fi_fetch_atomic past the region's end: no error completion");
+		ft_expect_error(&ctx, "fi_fetch_atomic past the region's end");
 		FT_POST(fi_read(ft_ep, back, 8, ft_desc, ft_peer, ft_peer_addr, ft_peer_key,
 				&ctx));
-		done("reading the target back");
+		ft_expect(&ctx, 0, "reading the target back");
 		printf("ok: atomics with a wrong key or past the region's end: error completions\n");
 	}
 }

@@ -11,28 +11,9 @@
 
 static int rx_ctx, tx_ctx, slot_ctx[8];
 
-static void ok(const char *what)
-{
-	if (ft_client())
-		printf("ok: %s\n", what);
-}
-
-/* The next completion must be a successful one for `ctx` with all of `flags`. */
-static struct fi_cq_tagged_entry expect(void *ctx, uint64_t flags, const char *what)
-{
-	struct fi_cq_tagged_entry e;
-
-	ft_next(&e, NULL);
-	if (e.op_context != ctx || (e.flags & flags) != flags)
-		FT_DIE("%s: completion for context %p flags 0x%" PRIx64
-		       ", expected context %p flags 0x%" PRIx64, what, e.op_context, e.flags, ctx,
-		       flags);
-	return e;
-}
-
 static void expect_recv(size_t len, size_t seed, const char *what)
 {
-	struct fi_cq_tagged_entry e = expect(&rx_ctx, FI_RECV | FI_MSG, what);
+	struct fi_cq_tagged_entry e = ft_expect(&rx_ctx, FI_RECV | FI_MSG, what);
 
 	if (e.len != len)
 		FT_DIE("%s: received %zu bytes, expected %zu", what, e.len, len);
@@ -53,7 +34,7 @@ static void sizes(void)
 			ft_fill(ft_buf, n, n + 1);
 			ft_sync();
 			FT_POST(fi_send(ft_ep, ft_buf, n, ft_desc, ft_peer, &tx_ctx));
-			expect(&tx_ctx, FI_SEND | FI_MSG, what);
+			ft_expect(&tx_ctx, FI_SEND | FI_MSG, what);
 		} else {
 			memset(ft_buf, 0, n);
 			FT_POST(fi_recv(ft_ep, ft_buf, REGION, ft_desc, ft_peer, &rx_ctx));
@@ -62,7 +43,7 @@ static void sizes(void)
 		}
 		ft_sync();
 	}
-	ok("fi_send/fi_recv from 0 B to 16 MiB: lengths, flags, contexts and bytes");
+	ft_ok("fi_send/fi_recv from 0 B to 16 MiB: lengths, flags, contexts and bytes");
 }
 
 /* Three send segments into two receive segments with other boundaries. */
@@ -72,7 +53,7 @@ static void iov(void)
 	uint8_t *ref = ft_buf + REGION / 2;
 
 	if (ft_info->tx_attr->iov_limit < 3 || ft_info->rx_attr->iov_limit < 2) {
-		ok("fi_sendv/fi_recvv skipped: iov_limit below 3 (tx) or 2 (rx)");
+		ft_ok("fi_sendv/fi_recvv skipped: iov_limit below 3 (tx) or 2 (rx)");
 		return;
 	}
 	ft_fill(ref, 75100, 31);
@@ -89,7 +70,7 @@ static void iov(void)
 		}
 		ft_sync();
 		FT_POST(fi_sendv(ft_ep, v, d, 3, ft_peer, &tx_ctx));
-		expect(&tx_ctx, FI_SEND | FI_MSG, "fi_sendv");
+		ft_expect(&tx_ctx, FI_SEND | FI_MSG, "fi_sendv");
 	} else {
 		struct iovec v[2] = { { ft_buf + 300000, rx[0] }, { ft_buf, rx[1] } };
 		void *d[2] = { ft_desc, ft_desc };
@@ -97,13 +78,13 @@ static void iov(void)
 
 		FT_POST(fi_recvv(ft_ep, v, d, 2, ft_peer, &rx_ctx));
 		ft_sync();
-		e = expect(&rx_ctx, FI_RECV | FI_MSG, "fi_recvv");
+		e = ft_expect(&rx_ctx, FI_RECV | FI_MSG, "fi_recvv");
 		if (e.len != 75100 || memcmp(ft_buf + 300000, ref, rx[0]) ||
 		    memcmp(ft_buf, ref + rx[0], rx[1]))
 			FT_DIE("fi_sendv into fi_recvv: %zu bytes or their order wrong", e.len);
 	}
 	ft_sync();
-	ok("fi_sendv (3 segments) into fi_recvv (2 segments)");
+	ft_ok("fi_sendv (3 segments) into fi_recvv (2 segments)");
 }
 
 static void senddata(void)
@@ -112,7 +93,7 @@ static void senddata(void)
 	uint64_t data = 0x1122334455667788ULL;
 
 	if (!bytes) {
-		ok("fi_senddata skipped: cq_data_size 0");
+		ft_ok("fi_senddata skipped: cq_data_size 0");
 		return;
 	}
 	if (bytes < 8)
@@ -121,20 +102,20 @@ static void senddata(void)
 		ft_fill(ft_buf, 40, 5);
 		ft_sync();
 		FT_POST(fi_senddata(ft_ep, ft_buf, 40, ft_desc, data, ft_peer, &tx_ctx));
-		expect(&tx_ctx, FI_SEND, "fi_senddata");
+		ft_expect(&tx_ctx, FI_SEND, "fi_senddata");
 	} else {
 		struct fi_cq_tagged_entry e;
 
 		FT_POST(fi_recv(ft_ep, ft_buf, REGION, ft_desc, ft_peer, &rx_ctx));
 		ft_sync();
-		e = expect(&rx_ctx, FI_RECV | FI_REMOTE_CQ_DATA, "fi_senddata");
+		e = ft_expect(&rx_ctx, FI_RECV | FI_REMOTE_CQ_DATA, "fi_senddata");
 		if (e.data != data || e.len != 40)
 			FT_DIE("fi_senddata: data 0x%" PRIx64 " len %zu, expected 0x%" PRIx64
 			       " len 40", e.data, e.len, data);
 		ft_verify(ft_buf, 40, 5, "fi_senddata");
 	}
 	ft_sync();
-	ok("fi_senddata: remote CQ data delivered with the message");
+	ft_ok("fi_senddata: remote CQ data delivered with the message");
 }
 
 /* fi_inject leaves no completion behind; the buffer can be reused at once. */
@@ -158,7 +139,7 @@ static void inject(void)
 		FT_DIE("fi_inject generated a completion");
 	if (ft_client() && ft_nearly)
 		FT_DIE("fi_inject generated a completion");
-	ok("fi_inject: delivered, no completion, buffer reusable at once");
+	ft_ok("fi_inject: delivered, no completion, buffer reusable at once");
 }
 
 /* Messages sent before any receive is posted wait at the target and match in order. */
@@ -174,7 +155,7 @@ static void unexpected(void)
 			FT_POST(fi_send(ft_ep, ft_buf + i * 4096, 1000, ft_desc, ft_peer, &tx_ctx));
 		}
 		for (int i = 0; i < 8; i++)
-			expect(&tx_ctx, FI_SEND, "unexpected sends");
+			ft_expect(&tx_ctx, FI_SEND, "unexpected sends");
 		ft_sync();
 	} else {
 		ft_sync();
@@ -202,7 +183,7 @@ static void unexpected(void)
 		}
 	}
 	ft_sync();
-	ok(ordered ? "8 unexpected messages matched in send order (FI_ORDER_SAS)"
+	ft_ok(ordered ? "8 unexpected messages matched in send order (FI_ORDER_SAS)"
 		   : "8 unexpected messages each delivered once");
 }
 
@@ -229,7 +210,7 @@ static void truncation(void)
 		ft_verify(ft_buf, 16, 3, "truncated receive");
 	}
 	ft_sync();
-	ok("64 B into a 16 B receive: FI_ETRUNC, olen 48, first 16 B delivered");
+	ft_ok("64 B into a 16 B receive: FI_ETRUNC, olen 48, first 16 B delivered");
 }
 
 /* One FI_MULTI_RECV buffer takes ten messages, then is released with FI_MULTI_RECV. */
@@ -238,7 +219,7 @@ static void multi_recv(void)
 	const size_t msg = 300, count = 10, space = msg * count;
 
 	if (!(ft_info->caps & FI_MULTI_RECV)) {
-		ok("FI_MULTI_RECV skipped: not in the provider's caps");
+		ft_ok("FI_MULTI_RECV skipped: not in the provider's caps");
 		return;
 	}
 	if (ft_client()) {
@@ -248,7 +229,7 @@ static void multi_recv(void)
 			FT_POST(fi_send(ft_ep, ft_buf + i * msg, msg, ft_desc, ft_peer, &tx_ctx));
 		}
 		for (size_t i = 0; i < count; i++)
-			expect(&tx_ctx, FI_SEND, "sends into a multi-receive buffer");
+			ft_expect(&tx_ctx, FI_SEND, "sends into a multi-receive buffer");
 	} else {
 		size_t min = msg, got = 0, released = 0;
 		uint8_t *base = ft_buf + 8192;
@@ -290,7 +271,7 @@ static void multi_recv(void)
 			       count);
 	}
 	ft_sync();
-	ok("FI_MULTI_RECV: 10 messages in one buffer, released with FI_MULTI_RECV");
+	ft_ok("FI_MULTI_RECV: 10 messages in one buffer, released with FI_MULTI_RECV");
 }
 
 /* A cancelled receive completes with FI_ECANCELED and takes no later message. */
@@ -300,7 +281,7 @@ static void cancel(void)
 		ft_sync();
 		ft_fill(ft_buf, 64, 77);
 		FT_POST(fi_send(ft_ep, ft_buf, 64, ft_desc, ft_peer, &tx_ctx));
-		expect(&tx_ctx, FI_SEND, "send after a cancel");
+		ft_expect(&tx_ctx, FI_SEND, "send after a cancel");
 	} else {
 		struct fi_cq_tagged_entry e;
 		struct fi_cq_err_entry err;
@@ -315,7 +296,7 @@ static void cancel(void)
 		expect_recv(64, 77, "receive after a cancel");
 	}
 	ft_sync();
-	ok("fi_cancel of a receive: FI_ECANCELED, the next message goes to the next receive");
+	ft_ok("fi_cancel of a receive: FI_ECANCELED, the next message goes to the next receive");
 }
 
 static void usage(void)

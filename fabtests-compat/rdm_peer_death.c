@@ -114,12 +114,6 @@ int main(int argc, char **argv)
 	} else
 		printf("ok: a later send to it: refused (%s)\n", fi_strerror((int)-r));
 	printf("rdm_peer_death: all steps passed\n");
-	fi_close(&ft_mr->fid);
-	fi_close(&ft_ep->fid);
-	fi_close(&ft_av->fid);
-	fi_close(&ft_cq->fid);
-	fi_close(&ft_domain->fid);
-	fi_close(&ft_fabric->fid);
-	fi_freeinfo(ft_info);
+	ft_teardown();
 	return 0;
 }

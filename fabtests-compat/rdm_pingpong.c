@@ -14,17 +14,6 @@
 
 static int tagged;
 
-static int iterations_for(size_t size)
-{
-	if (ft_opt.iters)
-		return ft_opt.iters;
-	if (size >= (1 << 20))
-		return 100;
-	if (size >= (64 << 10))
-		return 1000;
-	return 10000;
-}
-
 /* Completions are told apart by context: a reply may complete before our send does. */
 static int tx_ctx, rx_ctx;
 static long tx_posted, tx_done, rx_posted, rx_done;
@@ -84,7 +73,7 @@ static void recv_one(void)
 
 static void run_size(size_t size, int first)
 {
-	int iters = iterations_for(size), total = iters + ft_opt.warmup;
+	int iters = ft_iterations(size, 10000, 1000, 100), total = iters + ft_opt.warmup;
 	double start = 0, elapsed;
 
 	cur_size = size;
@@ -131,14 +120,12 @@ int main(int argc, char **argv)
 {
 	static const size_t defaults[] = { 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10,
 					   256 << 10, 1 << 20 };
-	size_t sizes[40], n, max = 0;
+	size_t sizes[40], n, max;
 
 	ft_prog = "rdm_pingpong";
 	ft_parse(argc, argv, "o:", own_option, usage);
 	n = ft_sizes(sizes, 40, defaults, sizeof(defaults) / sizeof(defaults[0]));
-	for (size_t i = 0; i < n; i++)
-		if (sizes[i] > max)
-			max = sizes[i];
+	max = ft_max(sizes, n);
 
 	ft_oob_connect();
 	/* Sends from the first half of the buffer, receives into the second. */

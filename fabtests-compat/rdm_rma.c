@@ -33,12 +33,6 @@ static uint64_t ro_addr, ro_key, wo_addr, wo_key;
 static int ctx;
 static uint8_t *shadow;
 
-static void ok(const char *what)
-{
-	if (ft_client())
-		printf("ok: %s\n", what);
-}
-
 /* Client: tells the server what changed and waits for its check. */
 static void changed(uint64_t off, uint64_t len, uint64_t seed, uint64_t cq_data)
 {
@@ -88,30 +82,6 @@ static void serve(void)
 	}
 }
 
-/* Client: waits for the one completion of the operation just posted. */
-static void done(const char *what)
-{
-	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
-
-	if (ft_next(&e, &err))
-		FT_DIE("%s: error completion %d (%s)", what, err.err, fi_strerror(err.err));
-	if (e.op_context != &ctx)
-		FT_DIE("%s: completion for context %p", what, e.op_context);
-}
-
-/* Client: the operation just posted must fail with an error completion. */
-static void refused(const char *what)
-{
-	struct fi_cq_tagged_entry e;
-	struct fi_cq_err_entry err;
-
-	if (ft_next(&e, &err) != 1)
-		FT_DIE("%s: completed successfully", what);
-	if (err.op_context != &ctx || !err.err)
-		FT_DIE("%s: error entry for context %p, error %d", what, err.op_context, err.err);
-}
-
 /* Delivery complete: the bytes are in the target's memory when this completes. */
 static void write_dc_to(void *local, size_t n, uint64_t addr, uint64_t key)
 {
@@ -144,12 +114,12 @@ static void client(void)
 		FT_POST(fi_read(ft_ep, lb, n, ft_desc, ft_peer, ft_peer_addr + off, ft_peer_key,
 				&ctx));
 		snprintf(what, sizeof(what), "fi_read of %zu B at offset %zu", n, off);
-		done(what);
+		ft_expect(&ctx, 0, what);
 		for (size_t j = 0; j < n; j++)
 			if (lb[j] != ft_pattern(0, off + j))
 				FT_DIE("%s: byte %zu wrong", what, j);
 	}
-	ok("fi_read from 1 B to 1 MiB at various offsets");
+	ft_ok("fi_read from 1 B to 1 MiB at various offsets");
 
 	/* Writes at offsets, delivery complete, checked by the server. */
 	for (size_t i = 0; i < 6; i++) {
@@ -158,10 +128,10 @@ static void client(void)
 		ft_fill(lb, n, 10 + i);
 		write_dc(lb, n, off);
 		snprintf(what, sizeof(what), "fi_writemsg of %zu B at offset %zu", n, off);
-		done(what);
+		ft_expect(&ctx, 0, what);
 		changed(off, n, 10 + i, 0);
 	}
-	ok("fi_writemsg (FI_DELIVERY_COMPLETE) from 1 B to 1 MiB; the rest of the region intact");
+	ft_ok("fi_writemsg (FI_DELIVERY_COMPLETE) from 1 B to 1 MiB; the rest of the region intact");
 
 	/* Vectored: two local segments into one remote range, and back. */
 	if (ft_info->tx_attr->rma_iov_limit >= 1 && ft_info->tx_attr->iov_limit >= 2) {
@@ -172,20 +142,20 @@ static void client(void)
 		memcpy(lb + 200000, lb + 300000, 3000);
 		memcpy(lb, lb + 300000 + 3000, 9000);
 		FT_POST(fi_writev(ft_ep, v, d, 2, ft_peer, ft_peer_addr + 5000, ft_peer_key, &ctx));
-		done("fi_writev");
+		ft_expect(&ctx, 0, "fi_writev");
 		/* A writev completes when transmitted: read it back to know it is placed. */
 		memset(lb + 400000, 0, 12000);
 		FT_POST(fi_read(ft_ep, lb + 400000, 12000, ft_desc, ft_peer, ft_peer_addr + 5000,
 				ft_peer_key, &ctx));
-		done("fi_read after fi_writev");
+		ft_expect(&ctx, 0, "fi_read after fi_writev");
 		changed(5000, 12000, 21, 0);
 		memset(lb, 0, 9000);
 		memset(lb + 200000, 0, 3000);
 		FT_POST(fi_readv(ft_ep, v, d, 2, ft_peer, ft_peer_addr + 5000, ft_peer_key, &ctx));
-		done("fi_readv");
+		ft_expect(&ctx, 0, "fi_readv");
 		if (memcmp(lb + 200000, lb + 300000, 3000) || memcmp(lb, lb + 303000, 9000))
 			FT_DIE("fi_readv: segments hold the wrong bytes");
-		ok("fi_writev and fi_readv with two local segments");
+		ft_ok("fi_writev and fi_readv with two local segments");
 	}
 
 	/* Remote CQ data: the server sees the write's completion with the data. */
@@ -195,9 +165,9 @@ static void client(void)
 		ft_fill(lb, 5000, seed);
 		FT_POST(fi_writedata(ft_ep, lb, 5000, ft_desc, 0x5eed5eed, ft_peer,
 				     ft_peer_addr + off, ft_peer_key, &ctx));
-		done("fi_writedata");
+		ft_expect(&ctx, 0, "fi_writedata");
 		changed(off, 5000, seed, 0x5eed5eed);
-		ok("fi_writedata: the target's completion carries the data; bytes placed");
+		ft_ok("fi_writedata: the target's completion carries the data; bytes placed");
 	}
 
 	/* Inject write: no completion; poll with reads until the bytes are there. */
@@ -211,59 +181,59 @@ static void client(void)
 		for (;;) {
 			FT_POST(fi_read(ft_ep, lb + 4096, 32, ft_desc, ft_peer, ft_peer_addr + off,
 					ft_peer_key, &ctx));
-			done("fi_read after fi_inject_write");
+			ft_expect(&ctx, 0, "fi_read after fi_inject_write");
 			if (lb[4096] == ft_pattern(23, 0) && lb[4096 + 31] == ft_pattern(23, 31))
 				break;
 			if (ft_now() - since > 10)
 				FT_DIE("fi_inject_write: bytes not at the target after 10 s");
 		}
 		changed(off, 32, 23, 0);
-		ok("fi_inject_write: placed, no completion");
+		ft_ok("fi_inject_write: placed, no completion");
 	}
 
 	/* Refused accesses: nothing changes at the target or in the local buffer. */
 	ft_fill(lb, 64, 24);
 	FT_POST(fi_write(ft_ep, lb, 64, ft_desc, ft_peer, ft_peer_addr + REMOTE_LEN - 8,
 			 ft_peer_key, &ctx));
-	refused("fi_write across the region's end");
+	ft_expect_error(&ctx, "fi_write across the region's end");
 	changed(0, 0, 0, 0);
 	FT_POST(fi_write(ft_ep, lb, 64, ft_desc, ft_peer, ft_peer_addr + 100,
 			 ft_peer_key ^ 0x5a5a5a5a00ULL, &ctx));
-	refused("fi_write with a wrong key");
+	ft_expect_error(&ctx, "fi_write with a wrong key");
 	changed(0, 0, 0, 0);
 	memset(lb, 0xcc, 64);
 	FT_POST(fi_read(ft_ep, lb, 64, ft_desc, ft_peer, ft_peer_addr + REMOTE_LEN, ft_peer_key,
 			&ctx));
-	refused("fi_read past the region's end");
+	ft_expect_error(&ctx, "fi_read past the region's end");
 	FT_POST(fi_read(ft_ep, lb, 64, ft_desc, ft_peer, ft_peer_addr, ft_peer_key + 1, &ctx));
-	refused("fi_read with a wrong key");
+	ft_expect_error(&ctx, "fi_read with a wrong key");
 	for (size_t j = 0; j < 64; j++)
 		if (lb[j] != 0xcc)
 			FT_DIE("a refused fi_read wrote the local buffer");
 	changed(0, 0, 0, 0);
-	ok("writes and reads with a wrong key or past the region's end: error completions, no "
+	ft_ok("writes and reads with a wrong key or past the region's end: error completions, no "
 	   "byte changed");
 
 	/* Access flags: a region registered for remote reads only cannot be written, one for
 	 * remote writes only cannot be read; what each allows works. */
 	ft_fill(lb, 64, 25);
 	FT_POST(fi_write(ft_ep, lb, 64, ft_desc, ft_peer, ro_addr, ro_key, &ctx));
-	refused("fi_write to a region registered with FI_REMOTE_READ only");
+	ft_expect_error(&ctx, "fi_write to a region registered with FI_REMOTE_READ only");
 	changed(0, 0, 0, 0);
 	memset(lb, 0xcc, 64);
 	FT_POST(fi_read(ft_ep, lb, 64, ft_desc, ft_peer, wo_addr, wo_key, &ctx));
-	refused("fi_read from a region registered with FI_REMOTE_WRITE only");
+	ft_expect_error(&ctx, "fi_read from a region registered with FI_REMOTE_WRITE only");
 	for (size_t j = 0; j < 64; j++)
 		if (lb[j] != 0xcc)
 			FT_DIE("a refused fi_read wrote the local buffer");
 	FT_POST(fi_read(ft_ep, lb, 64, ft_desc, ft_peer, ro_addr + 8, ro_key, &ctx));
-	done("fi_read from the read-only region");
+	ft_expect(&ctx, 0, "fi_read from the read-only region");
 	for (size_t j = 0; j < 64; j++)
 		if (lb[j] != ft_pattern(90, 8 + j))
 			FT_DIE("fi_read from the read-only region: byte %zu wrong", j);
 	ft_fill(lb, 100, 26);
 	write_dc_to(lb, 100, wo_addr + 16, wo_key);
-	done("fi_writemsg to the write-only region");
+	ft_expect(&ctx, 0, "fi_writemsg to the write-only region");
 	{
 		struct change c = { 16, 100, 26, 0, 0, 1 };
 		uint8_t verdict;
@@ -271,7 +241,7 @@ static void client(void)
 		ft_oob_send(&c, sizeof(c));
 		ft_oob_recv(&verdict, 1);
 	}
-	ok("FI_REMOTE_READ-only and FI_REMOTE_WRITE-only regions: the other access refused, "
+	ft_ok("FI_REMOTE_READ-only and FI_REMOTE_WRITE-only regions: the other access refused, "
 	   "nothing changed; the allowed one works");
 
 	struct change end = { 0, 0, 0, 0, 1, 0 };

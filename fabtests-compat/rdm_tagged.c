@@ -12,30 +12,12 @@
 
 static int tx_ctx, slot_ctx[4];
 
-static void ok(const char *what)
-{
-	if (ft_client())
-		printf("ok: %s\n", what);
-}
-
-static struct fi_cq_tagged_entry expect(void *ctx, uint64_t flags, const char *what)
-{
-	struct fi_cq_tagged_entry e;
-
-	ft_next(&e, NULL);
-	if (e.op_context != ctx || (e.flags & flags) != flags)
-		FT_DIE("%s: completion for context %p flags 0x%" PRIx64
-		       ", expected context %p flags 0x%" PRIx64, what, e.op_context, e.flags, ctx,
-		       flags);
-	return e;
-}
-
 /* Client side of a step: sends n bytes of pattern `seed` with `tag` and reaps the send. */
 static void tsend(size_t n, uint64_t tag, size_t seed)
 {
 	ft_fill(ft_buf, n, seed);
 	FT_POST(fi_tsend(ft_ep, ft_buf, n, ft_desc, ft_peer, tag, &tx_ctx));
-	expect(&tx_ctx, FI_SEND | FI_TAGGED, "fi_tsend");
+	ft_expect(&tx_ctx, FI_SEND | FI_TAGGED, "fi_tsend");
 }
 
 static void check_rx(struct fi_cq_tagged_entry *e, uint8_t *at, size_t n, uint64_t tag,
@@ -63,12 +45,12 @@ static void sizes(void)
 			FT_POST(fi_trecv(ft_ep, ft_buf, REGION, ft_desc, ft_peer, tag, 0,
 					 &slot_ctx[0]));
 			ft_sync();
-			e = expect(&slot_ctx[0], FI_RECV | FI_TAGGED, "tagged sizes");
+			e = ft_expect(&slot_ctx[0], FI_RECV | FI_TAGGED, "tagged sizes");
 			check_rx(&e, ft_buf, list[i], tag, i + 40, "tagged sizes");
 		}
 		ft_sync();
 	}
-	ok("fi_tsend/fi_trecv from 0 B to 1 MiB: lengths, tags, flags and bytes");
+	ft_ok("fi_tsend/fi_trecv from 0 B to 1 MiB: lengths, tags, flags and bytes");
 }
 
 /* Receives posted for tags B then A; messages sent A then B each find their own. */
@@ -100,7 +82,7 @@ static void matching(void)
 		}
 	}
 	ft_sync();
-	ok("receives posted for tags B, A; sends A, B: each matched by tag");
+	ft_ok("receives posted for tags B, A; sends A, B: each matched by tag");
 
 	/* Ignore bits: a receive for 0x5500 ignoring the low byte takes tag 0x55ab. */
 	if (ft_client()) {
@@ -112,11 +94,11 @@ static void matching(void)
 		FT_POST(fi_trecv(ft_ep, ft_buf, 4096, ft_desc, ft_peer, 0x5500, 0xff,
 				 &slot_ctx[2]));
 		ft_sync();
-		e = expect(&slot_ctx[2], FI_RECV | FI_TAGGED, "ignore bits");
+		e = ft_expect(&slot_ctx[2], FI_RECV | FI_TAGGED, "ignore bits");
 		check_rx(&e, ft_buf, 100, 0x55ab, 3, "ignore bits");
 	}
 	ft_sync();
-	ok("ignore bits: a receive for 0x5500/0xff completes with the sender's tag 0x55ab");
+	ft_ok("ignore bits: a receive for 0x5500/0xff completes with the sender's tag 0x55ab");
 }
 
 /* Peeks for `tag` until the message is there (FI_ENOMSG meanwhile); returns the entry. */
@@ -155,11 +137,11 @@ static void peek_claim_discard(void)
 
 		ft_sync();
 		FT_POST(fi_trecv(ft_ep, ft_buf, 4096, ft_desc, ft_peer, 0x77, 0, &slot_ctx[0]));
-		e = expect(&slot_ctx[0], FI_RECV | FI_TAGGED, "unexpected tagged message");
+		e = ft_expect(&slot_ctx[0], FI_RECV | FI_TAGGED, "unexpected tagged message");
 		check_rx(&e, ft_buf, 2000, 0x77, 4, "unexpected tagged message");
 	}
 	ft_sync();
-	ok("a tagged message sent before its receive was posted");
+	ft_ok("a tagged message sent before its receive was posted");
 
 	/* FI_PEEK for a tag nobody sent: FI_ENOMSG. */
 	if (!ft_client()) {
@@ -172,7 +154,7 @@ static void peek_claim_discard(void)
 			FT_DIE("FI_PEEK of an absent tag: no FI_ENOMSG error completion");
 	}
 	ft_sync();
-	ok("FI_PEEK of a tag nobody sent: FI_ENOMSG");
+	ft_ok("FI_PEEK of a tag nobody sent: FI_ENOMSG");
 
 	/* FI_PEEK finds the message and its size; FI_PEEK|FI_CLAIM reserves it; FI_CLAIM
 	 * receives it into the buffer given then. */
@@ -193,11 +175,11 @@ static void peek_claim_discard(void)
 		peek(0x88, FI_CLAIM, &ctx);
 		memset(ft_buf, 0, 4096);
 		FT_POST(fi_trecvmsg(ft_ep, &m, FI_CLAIM));
-		e = expect(&ctx, FI_RECV | FI_TAGGED, "FI_CLAIM receive");
+		e = ft_expect(&ctx, FI_RECV | FI_TAGGED, "FI_CLAIM receive");
 		check_rx(&e, ft_buf, 1500, 0x88, 5, "FI_CLAIM receive");
 	}
 	ft_sync();
-	ok("FI_PEEK reports the waiting message's size and tag; FI_PEEK|FI_CLAIM then FI_CLAIM "
+	ft_ok("FI_PEEK reports the waiting message's size and tag; FI_PEEK|FI_CLAIM then FI_CLAIM "
 	   "receives it");
 
 	/* FI_DISCARD drops a claimed message; it is gone for later receives. */
@@ -213,17 +195,17 @@ static void peek_claim_discard(void)
 		ft_sync();
 		peek(0x99, FI_CLAIM, &ctx);
 		FT_POST(fi_trecvmsg(ft_ep, &m, FI_CLAIM | FI_DISCARD));
-		expect(&ctx, 0, "FI_DISCARD");
+		ft_expect(&ctx, 0, "FI_DISCARD");
 		m.tag = 0x99;
 		FT_POST(fi_trecvmsg(ft_ep, &m, FI_PEEK));
 		if (ft_next(&e, &err) != 1 || err.err != FI_ENOMSG)
 			FT_DIE("a discarded message was still found by FI_PEEK");
 		FT_POST(fi_trecv(ft_ep, ft_buf, 4096, ft_desc, ft_peer, 0x9a, 0, &slot_ctx[3]));
-		e = expect(&slot_ctx[3], FI_RECV | FI_TAGGED, "receive after a discard");
+		e = ft_expect(&slot_ctx[3], FI_RECV | FI_TAGGED, "receive after a discard");
 		check_rx(&e, ft_buf, 80, 0x9a, 7, "receive after a discard");
 	}
 	ft_sync();
-	ok("FI_CLAIM|FI_DISCARD drops the message; the next one is received intact");
+	ft_ok("FI_CLAIM|FI_DISCARD drops the message; the next one is received intact");
 }
 
 static void cancel_data_inject(void)
@@ -243,7 +225,7 @@ static void cancel_data_inject(void)
 			FT_DIE("cancelled tagged receive: no FI_ECANCELED error completion");
 	}
 	ft_sync();
-	ok("fi_cancel of a tagged receive: FI_ECANCELED");
+	ft_ok("fi_cancel of a tagged receive: FI_ECANCELED");
 
 	if (bytes) {
 		if (bytes < 8)
@@ -253,14 +235,14 @@ static void cancel_data_inject(void)
 			ft_fill(ft_buf, 24, 8);
 			FT_POST(fi_tsenddata(ft_ep, ft_buf, 24, ft_desc, data, ft_peer, 0x2,
 					     &tx_ctx));
-			expect(&tx_ctx, FI_SEND | FI_TAGGED, "fi_tsenddata");
+			ft_expect(&tx_ctx, FI_SEND | FI_TAGGED, "fi_tsenddata");
 		} else {
 			struct fi_cq_tagged_entry e;
 
 			FT_POST(fi_trecv(ft_ep, ft_buf, 64, ft_desc, ft_peer, 0x2, 0,
 					 &slot_ctx[1]));
 			ft_sync();
-			e = expect(&slot_ctx[1], FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA,
+			e = ft_expect(&slot_ctx[1], FI_RECV | FI_TAGGED | FI_REMOTE_CQ_DATA,
 				   "fi_tsenddata");
 			check_rx(&e, ft_buf, 24, 0x2, 8, "fi_tsenddata");
 			if (e.data != data)
@@ -268,7 +250,7 @@ static void cancel_data_inject(void)
 				       e.data, data);
 		}
 		ft_sync();
-		ok("fi_tsenddata: remote CQ data and tag delivered");
+		ft_ok("fi_tsenddata: remote CQ data and tag delivered");
 	}
 
 	if (ft_client()) {
@@ -281,13 +263,13 @@ static void cancel_data_inject(void)
 
 		FT_POST(fi_trecv(ft_ep, ft_buf, 64, ft_desc, ft_peer, 0x3, 0, &slot_ctx[2]));
 		ft_sync();
-		e = expect(&slot_ctx[2], FI_RECV | FI_TAGGED, "fi_tinject");
+		e = ft_expect(&slot_ctx[2], FI_RECV | FI_TAGGED, "fi_tinject");
 		check_rx(&e, ft_buf, n, 0x3, 9, "fi_tinject");
 	}
 	ft_sync();
 	if (ft_client() && ft_nearly)
 		FT_DIE("fi_tinject generated a completion");
-	ok("fi_tinject: delivered with its tag, no completion");
+	ft_ok("fi_tinject: delivered with its tag, no completion");
 }
 
 static void usage(void)

@@ -13,20 +13,9 @@
  */
 #define TAG 0x7a6700000000ULL
 
-static int iterations_for(size_t size)
-{
-	if (ft_opt.iters)
-		return ft_opt.iters;
-	if (size >= (1 << 20))
-		return 200;
-	if (size >= (64 << 10))
-		return 2000;
-	return 10000;
-}
-
 static void run_size(size_t size, int first)
 {
-	int iters = iterations_for(size), total = iters + ft_opt.warmup;
+	int iters = ft_iterations(size, 10000, 2000, 200), total = iters + ft_opt.warmup;
 	uint8_t *ctrl = ft_buf + ft_buf_size;
 	double start = 0, elapsed = 0;
 
@@ -98,14 +87,12 @@ int main(int argc, char **argv)
 {
 	static const size_t defaults[] = { 8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10,
 					   256 << 10, 1 << 20 };
-	size_t sizes[40], n, max = 0;
+	size_t sizes[40], n, max;
 
 	ft_prog = "rdm_tagged_bw";
 	ft_parse(argc, argv, "", NULL, usage);
 	n = ft_sizes(sizes, 40, defaults, sizeof(defaults) / sizeof(defaults[0]));
-	for (size_t i = 0; i < n; i++)
-		if (sizes[i] > max)
-			max = sizes[i];
+	max = ft_max(sizes, n);
 
 	ft_oob_connect();
 	ft_open(FI_MSG | FI_TAGGED, max);

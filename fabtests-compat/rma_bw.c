@@ -32,21 +32,9 @@ static void post_rma(size_t size, uint64_t seq)
 	}
 }
 
-static int iterations_for(size_t size)
-{
-	if (ft_opt.iters)
-		return ft_opt.iters;
-	/* Enough transfers for a stable number without making large sizes slow. */
-	if (size >= (1 << 20))
-		return 200;
-	if (size >= (64 << 10))
-		return 2000;
-	return 10000;
-}
-
 static void run_size(size_t size, int first)
 {
-	int iters = iterations_for(size), total = iters + ft_opt.warmup;
+	int iters = ft_iterations(size, 10000, 2000, 200), total = iters + ft_opt.warmup;
 	int outstanding = 0;
 	double start = 0, elapsed = 0;
 	uint8_t *ctrl = ft_buf + ft_buf_size;
@@ -111,14 +99,12 @@ int main(int argc, char **argv)
 {
 	static const size_t defaults[] = { 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10,
 					   256 << 10, 1 << 20, 4 << 20 };
-	size_t sizes[40], n, max = 0;
+	size_t sizes[40], n, max;
 
 	ft_prog = "rma_bw";
 	ft_parse(argc, argv, "o:", own_option, usage);
 	n = ft_sizes(sizes, 40, defaults, sizeof(defaults) / sizeof(defaults[0]));
-	for (size_t i = 0; i < n; i++)
-		if (sizes[i] > max)
-			max = sizes[i];
+	max = ft_max(sizes, n);
 
 	ft_oob_connect();
 	ft_open(FI_MSG | FI_RMA, max);
