@@ -189,16 +189,6 @@ static inline size_t ft_sizes(size_t *sizes, size_t cap, const size_t *defaults,
 	return n;
 }
 
-static inline size_t ft_max(const size_t *sizes, size_t n)
-{
-	size_t max = 0;
-
-	for (size_t i = 0; i < n; i++)
-		if (sizes[i] > max)
-			max = sizes[i];
-	return max;
-}
-
 /* Transfers per size: -I's, else `small` below 64 KiB, `mid` below 1 MiB, `big` from there
  * (enough for a stable figure without making large sizes slow). */
 static inline int ft_iterations(size_t size, int small, int mid, int big)
@@ -431,6 +421,29 @@ static inline void ft_close(void)
 	ft_sync();
 	ft_teardown();
 	close(ft_sock);
+}
+
+/*
+ * A benchmark's whole run: connects, opens an endpoint with `caps` and a buffer of
+ * `buf_per_size` times the largest size, says `what` it measures, exchanges addresses, calls
+ * `run_size` for every size the options ask for (the provider's max_msg_size allowing), closes.
+ */
+static inline void ft_run_sizes(uint64_t caps, size_t buf_per_size, const size_t *defaults,
+				size_t ndefaults, const char *what,
+				void (*run_size)(size_t size, int first))
+{
+	size_t sizes[40], n = ft_sizes(sizes, 40, defaults, ndefaults), max = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (sizes[i] > max)
+			max = sizes[i];
+	ft_oob_connect();
+	ft_open(caps, buf_per_size * max);
+	ft_banner(what);
+	ft_exchange();
+	for (size_t i = 0; i < n && sizes[i] <= ft_info->ep_attr->max_msg_size; i++)
+		run_size(sizes[i], i == 0);
+	ft_close();
 }
 
 /* ---- completions ---- */

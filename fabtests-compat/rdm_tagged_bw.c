@@ -87,19 +87,10 @@ int main(int argc, char **argv)
 {
 	static const size_t defaults[] = { 8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10,
 					   256 << 10, 1 << 20 };
-	size_t sizes[40], n, max;
 
 	ft_prog = "rdm_tagged_bw";
 	ft_parse(argc, argv, "", NULL, usage);
-	n = ft_sizes(sizes, 40, defaults, sizeof(defaults) / sizeof(defaults[0]));
-	max = ft_max(sizes, n);
-
-	ft_oob_connect();
-	ft_open(FI_MSG | FI_TAGGED, max);
-	ft_banner("tagged");
-	ft_exchange();
-	for (size_t i = 0; i < n && sizes[i] <= ft_info->ep_attr->max_msg_size; i++)
-		run_size(sizes[i], i == 0);
-	ft_close();
+	ft_run_sizes(FI_MSG | FI_TAGGED, 1, defaults, sizeof(defaults) / sizeof(defaults[0]),
+		     "tagged", run_size);
 	return 0;
 }
