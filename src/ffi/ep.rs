@@ -1070,9 +1070,10 @@ pub static ATOMIC_OPS: fi_ops_atomic = fi_ops_atomic {
     compwritevalid: Some(atomic_compwritevalid),
 };
 
-/// Byte size of one element of an atomic datatype (`EINVAL` for unknown types).
+/// Byte size of one element of an atomic datatype. An unknown type is an atomic the endpoint
+/// does not support: `FI_EOPNOTSUPP` (fi_atomic(3), as `fi_atomicvalid` answers for it).
 fn dt_size(datatype: u32) -> Result<usize> {
-    crate::util::atomic::datatype_size(datatype).ok_or(Errno::INVAL)
+    crate::util::atomic::datatype_size(datatype).ok_or(Errno::OPNOTSUPP)
 }
 
 /// One buffer of `count` elements.

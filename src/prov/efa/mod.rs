@@ -163,6 +163,12 @@ fn device_knobs() -> (Option<String>, usize) {
     (iface, mtu)
 }
 
+/// Largest injected payload on a device of this MTU: an injected message fits one packet with
+/// the largest REQ header, up to 4096 (§10). `tx_attr.inject_size` and the endpoint's limit.
+pub fn inject_size(mtu: usize) -> usize {
+    mtu.saturating_sub(MAX_REQ_HDR).min(INJECT_SIZE)
+}
+
 /// Largest atomic operand in bytes: operand and compare data share one packet (§5).
 pub fn max_atomic_bytes(mtu: usize) -> usize {
     mtu.saturating_sub(MAX_REQ_HDR + 4) / 2
@@ -292,11 +298,7 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
     } else {
         0
     };
-    let inject = if rdm {
-        dev.mtu.saturating_sub(MAX_REQ_HDR).min(INJECT_SIZE)
-    } else {
-        0
-    };
+    let inject = if rdm { inject_size(dev.mtu) } else { 0 };
     let src = EfaAddr {
         gid: EfaAddr::gid_of(dev.iface.addr),
         ..Default::default()

@@ -633,7 +633,8 @@ impl ShmEndpoint {
         }
         let flags = self.flags.resolve_tx(op.call, op.flags);
         let len = iov_len(op.iov);
-        if op.call == Call::Inject && len > INJECT_SIZE {
+        // fi_inject and the FI_INJECT flag (on the call or in op_flags) alike.
+        if flags & FI_INJECT != 0 && len > INJECT_SIZE {
             return Err(Errno::MSGSIZE);
         }
         let mut g = self.lock();
@@ -652,7 +653,8 @@ impl ShmEndpoint {
             c.flags |= F_CQ_DATA;
         }
         let cq_flags = FI_SEND | if tagged { FI_TAGGED } else { FI_MSG };
-        let delivery = flags & FI_DELIVERY_COMPLETE != 0 && op.call != Call::Inject;
+        // An injected buffer is copied before the call returns, so it completes then.
+        let delivery = flags & FI_DELIVERY_COMPLETE != 0 && flags & FI_INJECT == 0;
         if len <= INLINE_MAX && !delivery {
             gather(op.iov, 0, &mut c.body[..len]);
             g.push_cmd(p, &c)?;
@@ -1026,10 +1028,10 @@ impl ShmEndpoint {
         if op.rma_iov.iter().map(|r| r.len).sum::<usize>() != len {
             return Err(Errno::INVAL);
         }
-        if op.call == Call::Inject && len > INJECT_SIZE {
+        let flags = self.flags.resolve_tx(op.call, op.flags);
+        if flags & FI_INJECT != 0 && len > INJECT_SIZE {
             return Err(Errno::MSGSIZE);
         }
-        let flags = self.flags.resolve_tx(op.call, op.flags);
         let mut g = self.lock();
         if !g.enabled {
             return Err(Errno::OPBADSTATE);
@@ -1131,10 +1133,11 @@ impl ShmEndpoint {
         } else {
             len
         };
-        if payload > BOUNCE_SIZE || len > BOUNCE_SIZE {
+        let flags = self.flags.resolve_tx(op.call, op.flags);
+        if payload > BOUNCE_SIZE || len > BOUNCE_SIZE || flags & FI_INJECT != 0 && len > INJECT_SIZE
+        {
             return Err(Errno::MSGSIZE);
         }
-        let flags = self.flags.resolve_tx(op.call, op.flags);
         let mut g = self.lock();
         if !g.enabled {
             return Err(Errno::OPBADSTATE);

@@ -24,7 +24,7 @@ use crate::sys::mem::{IoVec, gather, iov_len};
 use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::{Cq, CqEntry, CqErrEntry};
-use crate::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, OpFlags, RmaOp};
+use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, RmaOp};
 use crate::util::hash::U64Map;
 use crate::util::rxq::{MAX_IOV, SharedRxQueue};
 use crate::util::slab::Slab;
@@ -1137,7 +1137,8 @@ impl RdmEndpoint {
         let len = iov_len(op.iov);
         let mut g = self.lock();
         self.check(&g, op.iov)?;
-        if op.call == Call::Inject && len > super::INJECT_SIZE {
+        // fi_inject and the FI_INJECT flag (on the call or in op_flags) alike.
+        if flags & FI_INJECT != 0 && len > super::inject_size(g.mtu) {
             return Err(Errno::MSGSIZE);
         }
         if g.txes.len() >= g.knobs.tx_size.max(1) * 4 {
@@ -1151,7 +1152,7 @@ impl RdmEndpoint {
         if g.peers[peer].dead {
             return Err(Errno::CONNABORTED);
         }
-        let inject = op.call == Call::Inject || flags & FI_INJECT != 0;
+        let inject = flags & FI_INJECT != 0;
         let mut t = Self::new_txe(
             if tagged { TxKind::Tagged } else { TxKind::Msg },
             peer,
@@ -1189,7 +1190,8 @@ impl RdmEndpoint {
         let flags = self.flags.resolve_tx(op.call, op.flags);
         let mut g = self.lock();
         self.check(&g, op.iov)?;
-        if op.call == Call::Inject && len > super::INJECT_SIZE {
+        // fi_inject and the FI_INJECT flag (on the call or in op_flags) alike.
+        if flags & FI_INJECT != 0 && len > super::inject_size(g.mtu) {
             return Err(Errno::MSGSIZE);
         }
         let peer = g.peer_for(op.addr)?;
@@ -1200,7 +1202,7 @@ impl RdmEndpoint {
         if g.peers[peer].dead {
             return Err(Errno::CONNABORTED);
         }
-        let inject = op.call == Call::Inject;
+        let inject = !read && flags & FI_INJECT != 0;
         let mut t = Self::new_txe(
             if read { TxKind::Read } else { TxKind::Write },
             peer,
@@ -1252,7 +1254,9 @@ impl RdmEndpoint {
         let flags = self.flags.resolve_tx(op.call, op.flags);
         let mut g = self.lock();
         self.check(&g, op.iov)?;
-        if len > super::max_atomic_bytes(g.mtu) {
+        if len > super::max_atomic_bytes(g.mtu)
+            || flags & FI_INJECT != 0 && len > super::inject_size(g.mtu)
+        {
             return Err(Errno::MSGSIZE);
         }
         let peer = g.peer_for(op.addr)?;
@@ -1280,7 +1284,7 @@ impl RdmEndpoint {
         t.atomic_op = op.op;
         t.operand = operand;
         t.result = op.result.to_vec();
-        t.inject = op.call == Call::Inject;
+        t.inject = flags & FI_INJECT != 0;
         t.owned = Vec::new();
         t.await_response = flags & FI_DELIVERY_COMPLETE != 0;
         // Atomics share the message order (efa-reference §4).

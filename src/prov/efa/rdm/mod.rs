@@ -8,7 +8,7 @@ mod rx;
 
 pub use ep::RdmEndpoint;
 
-pub(crate) use super::{INJECT_SIZE, atomic_count, max_atomic_bytes};
+pub(crate) use super::{atomic_count, inject_size, max_atomic_bytes};
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 
@@ -48,10 +48,10 @@ fn getopt(
             put_u64(usize::MAX as u64, val, needed)
         }
         FI_OPT_MAX_ATOMIC_SIZE => put_u64(max_atomic_bytes(g.mtu) as u64, val, needed),
-        FI_OPT_INJECT_MSG_SIZE | FI_OPT_INJECT_TAGGED_SIZE | FI_OPT_INJECT_RMA_SIZE => {
-            put_u64(INJECT_SIZE as u64, val, needed)
-        }
-        FI_OPT_INJECT_ATOMIC_SIZE => put_u64(max_atomic_bytes(g.mtu) as u64, val, needed),
+        FI_OPT_INJECT_MSG_SIZE
+        | FI_OPT_INJECT_TAGGED_SIZE
+        | FI_OPT_INJECT_RMA_SIZE
+        | FI_OPT_INJECT_ATOMIC_SIZE => put_u64(inject_size(g.mtu) as u64, val, needed),
         FI_OPT_EFA_RNR_RETRY => put_u64(u64::from(g.rnr_retry), val, needed),
         // Without device RDMA every one-sided operation is emulated with packets (§5).
         FI_OPT_EFA_EMULATED_READ | FI_OPT_EFA_EMULATED_WRITE | FI_OPT_EFA_EMULATED_ATOMICS => {
@@ -146,7 +146,7 @@ fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
         | FI_OPT_INJECT_TAGGED_SIZE
         | FI_OPT_INJECT_RMA_SIZE
         | FI_OPT_INJECT_ATOMIC_SIZE => {
-            if size()? > INJECT_SIZE {
+            if size()? > inject_size(g.mtu) {
                 Err(Errno::INVAL)
             } else {
                 Ok(())
