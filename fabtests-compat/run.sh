@@ -9,7 +9,8 @@
 #   run.sh smoke <bindir> <libdir>  every program over every provider at a few sizes (for the
 #                                   build against our installed headers)
 # <bindir> holds the programs (built against Debian's headers and library for `test`, against
-# ours for `smoke`); <libdir> holds our libfabric.so.1.
+# ours for `smoke`); <libdir> holds our libfabric.so.1. WRAP, if set, is a command that runs
+# each program (e.g. valgrind with its options).
 set -uo pipefail
 mode=${1:?usage: run.sh demo|test|smoke <bindir> <libdir>}
 bindir=$(cd "${2:?}" && pwd)
@@ -17,6 +18,7 @@ libdir=$(cd "${3:?}" && pwd)
 # Below the kernel's ephemeral ports (32768-60999), which outgoing connections take.
 port=$((20000 + RANDOM % 10000))
 fails=0
+read -ra wrap <<<"${WRAP:-}"
 
 # What runs, as "label|environment|provider arguments": efa on the software SRD device on
 # loopback with local shm off, so that the two processes talk over UDP as they would between
@@ -57,9 +59,9 @@ pair() {
 	# rdm_peer_death's server kills itself (SIGKILL: 137 through timeout).
 	[ "$prog" = rdm_peer_death ] && want=137
 	srv=$(mktemp)
-	env "$load" timeout 120 "$bindir/$prog" -B $port "$@" >"$srv" 2>&1 &
+	env "$load" timeout 300 "${wrap[@]}" "$bindir/$prog" -B $port "$@" >"$srv" 2>&1 &
 	local spid=$!
-	out=$(env "$load" timeout 120 "$bindir/$prog" -P $port "$@" 127.0.0.1 2>&1)
+	out=$(env "$load" timeout 300 "${wrap[@]}" "$bindir/$prog" -P $port "$@" 127.0.0.1 2>&1)
 	rc=$?
 	wait $spid 2>/dev/null
 	src=$?
@@ -80,10 +82,10 @@ several() {
 	port=$((port + 1))
 	local dir rc=0 i
 	dir=$(mktemp -d)
-	env "$load" timeout 120 "$bindir/$prog" -n 4 -B $port "$@" >"$dir/server" 2>&1 &
+	env "$load" timeout 300 "${wrap[@]}" "$bindir/$prog" -n 4 -B $port "$@" >"$dir/server" 2>&1 &
 	local pids=($!)
 	for i in 1 2 3; do
-		env "$load" timeout 120 "$bindir/$prog" -P $port "$@" 127.0.0.1 >"$dir/client$i" 2>&1 &
+		env "$load" timeout 300 "${wrap[@]}" "$bindir/$prog" -P $port "$@" 127.0.0.1 >"$dir/client$i" 2>&1 &
 		pids+=($!)
 	done
 	for i in "${pids[@]}"; do wait "$i" || rc=1; done
