@@ -14,8 +14,9 @@
  *
  * Common options:
  *   -p <provider>  -d <domain>  -e rdm
- *   -s <address>   source address: the node given to fi_getinfo with FI_SOURCE, and the
- *                  address the server's out-of-band socket listens on
+ *   -s <address>   source address: the node given to fi_getinfo with FI_SOURCE (the server
+ *                  gives its -B port as the service), and the address the server's
+ *                  out-of-band socket listens on
  *   -S <size>|all  one transfer size (k/m/g suffixes) or every power of two up to 8 MiB
  *   -I <iterations>  -w <warmup iterations>  -W <window>
  *   -B <port>  server's out-of-band TCP port (default 9228)
@@ -338,8 +339,15 @@ static inline void ft_open(uint64_t caps, size_t size)
 		hints->fabric_attr->prov_name = strdup(ft_opt.prov);
 	if (ft_opt.domain)
 		hints->domain_attr->name = strdup(ft_opt.domain);
-	FT_CHECK(fi_getinfo(FI_VERSION(1, 9), ft_opt.src, NULL, ft_opt.src ? FI_SOURCE : 0, hints,
-			    &ft_info));
+	/* As in fabtests, a server given a source address also names its service by its port:
+	 * over efa that is the QPN (the software device's UDP port), so a restarted server comes
+	 * back on the same address. */
+	char service[16];
+
+	snprintf(service, sizeof service, "%d", ft_opt.port);
+	FT_CHECK(fi_getinfo(FI_VERSION(1, 9), ft_opt.src,
+			    ft_opt.src && !ft_opt.host ? service : NULL, ft_opt.src ? FI_SOURCE : 0,
+			    hints, &ft_info));
 	fi_freeinfo(hints);
 
 	FT_CHECK(fi_fabric(ft_info->fabric_attr, &ft_fabric, NULL));

@@ -3,8 +3,9 @@
 # and 8): rma_bw and rdm_tagged_bw over efa (software SRD on the veth) with every operation's data checked, under
 # random loss from nftables in each receiver's input hook, under the device's seeded fault
 # injector (FABRIC_SRD_FAULTS: loss, duplication, corruption, reordering by delay), across a
-# link that goes down for less than the unreachable timeout (5 s) and for longer, and with the
-# server killed mid-transfer. A case passes when the transfer completes with its data intact,
+# link that goes down for less than the unreachable timeout (5 s) and for longer, behind a
+# rate-limited link (tc tbf), with the server killed mid-transfer (efa and shm), and with the
+# server restarted on the same address (a stale QKEY). A case passes when the transfer completes with its data intact,
 # or, where the fault is fatal, when both sides end with an error within a bounded time (never
 # a hang, never a silent success). Every case must have its row in RELIABILITY.md.
 #
@@ -48,6 +49,22 @@ for ns in "$A" "$B"; do
 	}
 done
 
+# $1: the rate each end of the veth sends at (tc tbf: a bottleneck that queues, then drops;
+# 0: unlimited).
+set_rate() {
+	local nd ns dev
+	for nd in "$A:va$$" "$B:vb$$"; do
+		ns=${nd%%:*} dev=${nd#*:}
+		ip netns exec "$ns" tc qdisc del dev "$dev" root 2>/dev/null
+		if [ "$1" != 0 ]; then
+			ip netns exec "$ns" tc qdisc add dev "$dev" root tbf rate "$1" burst 64kb latency 20ms || {
+				echo "FAIL: tc tbf unusable in $ns"
+				exit 1
+			}
+		fi
+	done
+}
+
 # $1: percent of UDP datagrams each namespace drops on input (0: none).
 set_loss() {
 	for ns in "$A" "$B"; do
@@ -69,8 +86,13 @@ case_() {
 		echo "FAIL: $name: no row in RELIABILITY.md"
 		fails=$((fails + 1))
 	}
-	local fe=() prog=rma_bw
+	local fe=() prog=rma_bw prov=(-p efa)
 	[ "$fenv" != - ] && fe=("FABRIC_SRD_FAULTS=$fenv")
+	# Another provider than efa (shm: both processes on one host, across the namespaces).
+	if [ "$1" = -p ]; then
+		prov=("$1" "$2")
+		shift 2
+	fi
 	# Tagged messages are rdm_tagged_bw's (the same options, without -o).
 	if [ "$1" = -o ] && [ "$2" = tsend ]; then
 		prog=rdm_tagged_bw
@@ -78,11 +100,11 @@ case_() {
 	fi
 	# (In a subshell: a server killed on purpose is not reported as a killed job.)
 	(ip netns exec "$A" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="va$$" "${fe[@]}" \
-		timeout "$limit" "$bindir/$prog" -p efa -B $port "$@" >"$log/srv" 2>&1; exit $?) 2>/dev/null &
+		timeout "$limit" "$bindir/$prog" "${prov[@]}" -B $port "$@" >"$log/srv" 2>&1; exit $?) 2>/dev/null &
 	local spid=$!
 	sleep 0.3
 	ip netns exec "$B" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="vb$$" "${fe[@]}" \
-		timeout "$limit" "$bindir/$prog" -p efa -P $port "$@" 10.77.0.1 >"$log/cli" 2>&1 &
+		timeout "$limit" "$bindir/$prog" "${prov[@]}" -P $port "$@" 10.77.0.1 >"$log/cli" 2>&1 &
 	local cpid=$!
 	local t0=$SECONDS
 	local dpid=
@@ -147,6 +169,64 @@ case_ "link-down-12s" error 60 - \
 	-o write -S 8m -I 1000 -w 1
 # The server is killed (SIGKILL) in the middle: the client ends with an error.
 case_ "peer-killed" error 60 - 'sleep 1; pkill -9 -f "^$bindir/rma_bw -p efa -B $port "' -- -o write -S 8m -I 1000 -w 1
+
+set_rate 200mbit
+case_ "tbf-200mbit-write" ok 180 - - -- -o write -S all -I 3 -w 1 -v
+case_ "tbf-200mbit-tsend" ok 180 - - -- -o tsend -S all -I 3 -w 1 -v
+set_rate 0
+# shm (server and client on one host, in the two namespaces): the server killed mid-transfer.
+case_ "shm-peer-killed" error 60 - 'sleep 1; pkill -9 -f "^$bindir/rma_bw -p shm -B $port "' -- \
+	-p shm -o write -S 8m -I 100000 -w 1
+
+# The server is killed and a new one started on the same address (same UDP port, new QKEY)
+# while the first client still sends to the old one. That client ends with an error (its
+# datagrams carry the stale QKEY: the new server drops and counts them, and nobody acks), and a
+# second client's transfer with the new server, running meanwhile, completes intact.
+restart_case() {
+	local name=restart-stale-qkey
+	[[ $name =~ ${CASES:-.} ]] || return 0
+	port=$((port + 1))
+	grep -q "^| $name |" "$reliability" || {
+		echo "FAIL: $name: no row in RELIABILITY.md"
+		fails=$((fails + 1))
+	}
+	local srv=(ip netns exec "$A" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="va$$" FI_LOG_LEVEL=info
+		timeout 60 "$bindir/rma_bw" -p efa -s 10.77.0.1 -B $port -o write -w 1)
+	local cli=(ip netns exec "$B" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="vb$$"
+		timeout 60 "$bindir/rma_bw" -p efa -P $port -o write -w 1)
+	local t0=$SECONDS
+	("${srv[@]}" -S 8m -I 1000 >"$log/srv1" 2>&1; exit $?) 2>/dev/null &
+	local s1=$!
+	sleep 0.3
+	"${cli[@]}" -S 8m -I 1000 10.77.0.1 >"$log/cli1" 2>&1 &
+	local c1=$!
+	sleep 1
+	pkill -9 -f "^$bindir/rma_bw -p efa -s 10.77.0.1 -B $port "
+	wait $s1
+	"${srv[@]}" -S 1m -I 2000 -v >"$log/srv2" 2>&1 &
+	local s2=$!
+	sleep 0.3
+	"${cli[@]}" -S 1m -I 2000 -v 10.77.0.1 >"$log/cli2" 2>&1 &
+	local c2=$!
+	local rc1 rc2 rs2 took1 dropped
+	wait $c1
+	rc1=$?
+	took1=$((SECONDS - t0))
+	wait $c2
+	rc2=$?
+	wait $s2
+	rs2=$?
+	# The transport's counters, logged when the endpoint closes (FI_LOG_LEVEL=info).
+	dropped=$(grep -o 'dropped_bad_qkey: [0-9]*' "$log/srv2" | awk '{ n += $2 } END { print n + 0 }')
+	if [ $rc1 != 0 ] && [ $rc1 != 124 ] && [ $rc2 = 0 ] && [ $rs2 = 0 ] && [ "$dropped" -gt 0 ]; then
+		echo "ok: $name: first client error after ${took1} s; the new server dropped $dropped stale datagram(s); second transfer intact$(awk '$1 == "1m" { printf ", %s MB/s", $5 }' "$log/cli2")"
+	else
+		echo "FAIL: $name: first client rc=$rc1 (expected an error), second client rc=$rc2, new server rc=$rs2 (expected 0), stale datagrams dropped: $dropped (expected > 0)"
+		tail -n 5 "$log/cli1" "$log/cli2" "$log/srv2"
+		fails=$((fails + 1))
+	fi
+}
+restart_case
 
 if [ $fails -ne 0 ]; then
 	echo "netns faults: $fails case(s) failed"
