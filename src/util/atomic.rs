@@ -453,6 +453,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "long double arithmetic is C code (sys/c)")]
     fn long_double_through_c() {
         use AtomicKind::*;
         // 80-bit extended values in 16-byte slots: 1.5 + 2.25 = 3.75, read back as f64 by C.

@@ -159,6 +159,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[cfg_attr(miri, ignore = "epoll and eventfd (wait objects)")]
     fn events_and_errors_in_order() {
         let eq = Eq::new(&EqAttr {
             size: 8,
