@@ -612,10 +612,11 @@ fn shared_memory_permitted_is_an_option_before_enable() {
 }
 
 /// The receiver reads its completion and never calls into the library again: the transport's
-/// acknowledgement must have left with the pass that received the message, or the sender's
-/// send never completes (it ends with "unresponsive remote" once the peer is given up).
+/// acknowledgement, which the device may keep back for the application's answer to carry,
+/// must still leave (the ack timer's thread sends it), or the sender's send never completes
+/// (it ends with "unresponsive remote" once the peer is given up).
 #[test]
-fn acks_leave_with_the_pass_that_received() {
+fn acks_leave_even_when_the_receiver_stops_calling() {
     let (a, b, ab, _) = pair();
     let (_d, dv) = buf(64);
     let (s, sv) = buf(64);

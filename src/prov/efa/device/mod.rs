@@ -212,8 +212,18 @@ pub trait Device: Send {
 
     /// Puts on the wire whatever `post_send` queued, and the acknowledgements owed for what
     /// `poll` received (held until now so that answers sent in the same pass carry them). The
-    /// caller calls it at the end of each pass: nothing is left for the application's next call.
-    fn flush(&mut self) {}
+    /// caller calls it at the end of each pass. A device may keep some acknowledgements back a
+    /// little longer (for more arrivals, or for the application's answer, to carry them) and
+    /// then returns true: the caller must see that `flush_all` runs soon even if the
+    /// application makes no further call (`rdm::ack_timer`).
+    fn flush(&mut self) -> bool {
+        false
+    }
+
+    /// As `flush`, keeping nothing back.
+    fn flush_all(&mut self) {
+        self.flush();
+    }
 
     /// `FI_OPT_EFA_RNR_RETRY`.
     fn set_rnr_retry(&mut self, n: u32);

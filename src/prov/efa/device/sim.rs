@@ -156,9 +156,10 @@ impl SimDevice {
 
 impl Device for SimDevice {
     /// The end of the caller's pass: acknowledgements no answer carried go out now.
-    fn flush(&mut self) {
+    fn flush(&mut self) -> bool {
         self.t.flush_acks();
         SimDevice::flush(self);
+        false
     }
 
     fn mtu(&self) -> usize {

@@ -521,13 +521,21 @@ impl Device for UdpDevice {
         self.arm(now, next);
     }
 
-    fn flush(&mut self) {
-        self.t.flush_acks();
-        if self.backlog.is_empty() && !self.t.has_transmits() {
-            return;
-        }
+    fn flush(&mut self) -> bool {
         let now = self.now();
-        self.transmit(now);
+        let held = self.t.flush_acks_delaying(now);
+        if !self.backlog.is_empty() || self.t.has_transmits() {
+            self.transmit(now);
+        }
+        held
+    }
+
+    fn flush_all(&mut self) {
+        self.t.flush_acks();
+        if !self.backlog.is_empty() || self.t.has_transmits() {
+            let now = self.now();
+            self.transmit(now);
+        }
     }
 
     fn set_rnr_retry(&mut self, n: u32) {

@@ -291,13 +291,27 @@ impl core::ops::DerefMut for Locked<'_> {
 }
 
 impl Drop for Locked<'_> {
+    /// Every call ends with a flush. Acks the device keeps back are the ack timer's to flush
+    /// if the application makes no further call (`ack_timer`).
     fn drop(&mut self) {
-        self.0.dev.flush();
+        let g = &mut *self.0;
+        if g.dev.flush() {
+            if !super::ack_timer::keeping_allowed() {
+                g.dev.flush_all();
+            } else if !g.acks_kept.load(Ordering::Relaxed) {
+                g.acks_kept.store(true, Ordering::SeqCst);
+                super::ack_timer::kept();
+            }
+        } else if g.acks_kept.load(Ordering::Relaxed) {
+            g.acks_kept.store(false, Ordering::Relaxed);
+        }
     }
 }
 
 pub(super) struct Inner {
     pub dev: Box<dyn Device>,
+    /// The device kept acks back at the end of the last call (see `ack_timer`).
+    acks_kept: Arc<AtomicBool>,
     pub mtu: usize,
     pub knobs: Knobs,
     pub enabled: bool,
@@ -389,6 +403,7 @@ impl RdmEndpoint {
             shm_permitted: AtomicBool::new(true),
             inner: Mutex::new(Inner {
                 dev,
+                acks_kept: Arc::new(AtomicBool::new(false)),
                 mtu,
                 knobs,
                 enabled: false,
@@ -424,6 +439,18 @@ impl RdmEndpoint {
 
     pub(super) fn lock(&self) -> Locked<'_> {
         Locked(self.inner.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The ack timer's tick: sends the acks the device still keeps back, unless the
+    /// application is inside the library (its call ends with a flush).
+    pub(super) fn flush_kept_acks(&self) {
+        let mut g = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        g.dev.flush_all();
+        g.acks_kept.store(false, Ordering::Relaxed);
     }
 
     /// Packets dropped as malformed or spoofed, and remote accesses refused.
@@ -1596,6 +1623,7 @@ impl Endpoint for RdmEndpoint {
             }
         }
         g.enabled = true;
+        super::ack_timer::register(g.acks_kept.clone(), self.me.clone());
         self.progress_locked(&mut g);
         Ok(())
     }
@@ -1682,6 +1710,7 @@ impl Endpoint for RdmEndpoint {
             self.shm_on.store(false, Ordering::Release);
             shm.close()?;
         }
+        g.dev.flush_all();
         // What the transport went through (FI_LOG_LEVEL=info): retransmissions, RNR, drops.
         crate::fi_info!(
             "efa",

@@ -58,6 +58,11 @@ pub struct Config {
     pub rnr_retry: u32,
     /// First RNR back-off (`FI_EFA_TIMEOUT_INTERVAL`, µs; 0: random 40–120 µs).
     pub rnr_timeout_interval_us: u64,
+    /// Delayed acknowledgements ([`Transport::flush_acks_delaying`]): an ack for datagrams
+    /// that arrived in order may wait until this many are unacknowledged …
+    pub ack_every: u32,
+    /// … or until the first of them has waited this long (0: never delay).
+    pub ack_delay: Time,
     /// Longest RNR back-off (`FI_EFA_MAX_TIMEOUT`, µs).
     pub rnr_max_timeout_us: u64,
 }
@@ -74,6 +79,8 @@ impl Default for Config {
             rnr_retry: 3,
             rnr_timeout_interval_us: 0,
             rnr_max_timeout_us: 1_000_000,
+            ack_every: 4,
+            ack_delay: 100 * US,
         }
     }
 }
@@ -189,6 +196,11 @@ struct Peer<A> {
     /// Bit i: `expected + i` received (bit 0 is always clear after [`Peer::settle`]).
     received: u64,
     ack_due: bool,
+    /// Datagrams delivered since the last ack, the arrival of the first of them, and whether
+    /// the ack owed must not be delayed (a duplicate or a gap: the sender needs it to recover).
+    ack_new: u32,
+    ack_first: Time,
+    ack_urgent: bool,
     known_receiver: bool,
 }
 
@@ -228,6 +240,9 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             expected: 0,
             received: 0,
             ack_due: false,
+            ack_new: 0,
+            ack_first: 0,
+            ack_urgent: false,
             known_receiver: false,
         }
     }
@@ -288,6 +303,21 @@ impl<A: Copy + Eq + Hash> Peer<A> {
     /// Selective acknowledgement bits: bit i = `expected + 1 + i` received.
     fn sack(&self) -> u64 {
         self.received >> 1
+    }
+
+    /// An acknowledgement left (alone or on data): nothing is owed.
+    fn acked(&mut self) {
+        self.ack_due = false;
+        self.ack_new = 0;
+        self.ack_urgent = false;
+    }
+
+    /// Whether the ack owed may wait longer at `now`.
+    fn ack_may_wait(&self, cfg: &Config, now: Time) -> bool {
+        cfg.ack_delay > 0
+            && !self.ack_urgent
+            && self.ack_new < cfg.ack_every
+            && now < self.ack_first + cfg.ack_delay
     }
 }
 
@@ -415,7 +445,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             // An ack we owe this peer rides along when the buffer has room for the trailer.
             let mut len = len;
             let ack = (peer.ack_due && len + ACK_TRAILER <= datagram.len()).then(|| {
-                peer.ack_due = false;
+                peer.acked();
                 len += ACK_TRAILER;
                 self.stats.acks_sent += 1;
                 self.stats.acks_piggybacked += 1;
@@ -478,14 +508,18 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     }
 
     fn ctrl(&mut self, dest: A, r: Repr) {
+        self.transmits.push_back(Self::ctrl_transmit(dest, r));
+    }
+
+    fn ctrl_transmit(dest: A, r: Repr) -> Transmit<A> {
         let mut bytes = [0u8; wire::ACK_LEN];
         r.emit(&mut bytes);
         wire::seal(&mut bytes[..r.buffer_len()]);
-        self.transmits.push_back(Transmit::Ctrl {
+        Transmit::Ctrl {
             dest,
             bytes,
             len: r.buffer_len(),
-        });
+        }
     }
 
     /// Notes that `peer` (index `p`) owes an acknowledgement.
@@ -497,27 +531,48 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     }
 
     /// Emits every acknowledgement owed (one per peer) that no data carried. The owner calls
-    /// this at the end of each pass over arrivals: an ack never waits for the application.
+    /// this at the end of each pass over arrivals when it does not delay acks: an ack never
+    /// waits for the application.
     pub fn flush_acks(&mut self) {
+        self.emit_acks(|_| true);
+    }
+
+    /// As [`Transport::flush_acks`], but an ack for datagrams that arrived in order may wait
+    /// (up to `ack_every` datagrams or `ack_delay`, whichever comes first) for more arrivals
+    /// or for data going back to carry it. Returns whether some ack waits: the owner must
+    /// then see that [`Transport::handle_timeout`] (the deadline is in `poll_timeout`) or
+    /// `flush_acks` runs even if the application stops calling it.
+    pub fn flush_acks_delaying(&mut self, now: Time) -> bool {
+        let cfg = self.cfg.clone();
+        self.emit_acks(|p| !p.ack_may_wait(&cfg, now))
+    }
+
+    /// Emits the owed acks `now_due` selects; returns whether any is left owed.
+    fn emit_acks(&mut self, now_due: impl Fn(&Peer<A>) -> bool) -> bool {
         let qkey = self.cfg.qkey;
         let mut due = core::mem::take(&mut self.acks_due);
-        for i in due.drain(..) {
+        due.retain(|&i| {
             let p = &mut self.peers[i];
             if !p.ack_due {
-                continue;
+                return false;
             }
-            p.ack_due = false;
+            if !now_due(p) {
+                return true;
+            }
+            p.acked();
             let r = Repr::Ack {
                 dst_qkey: p.key.qkey,
                 src_qkey: qkey,
                 cum: p.expected,
                 sack: p.sack(),
             };
-            let dest = p.key.addr;
-            self.ctrl(dest, r);
+            self.transmits.push_back(Self::ctrl_transmit(p.key.addr, r));
             self.stats.acks_sent += 1;
-        }
+            false
+        });
+        let held = !due.is_empty();
         self.acks_due = due;
+        held
     }
 
     /// Processes one datagram from `from`. `rx_ready` tells whether a receive buffer is posted
@@ -619,7 +674,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             peer.settle();
         }
         if seq_lt(seq, peer.expected) {
+            // A copy of what we have: our ack was lost or late; the sender needs one now.
             self.stats.duplicates += 1;
+            peer.ack_urgent = true;
             Self::due(&mut self.acks_due, peer, p);
             return Arrival::Nothing;
         }
@@ -630,6 +687,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         if peer.received & (1 << off) != 0 {
             self.stats.duplicates += 1;
+            peer.ack_urgent = true;
             Self::due(&mut self.acks_due, peer, p);
             return Arrival::Nothing;
         }
@@ -645,6 +703,14 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         peer.received |= 1 << off;
         peer.settle();
+        if peer.ack_new == 0 {
+            peer.ack_first = now;
+        }
+        peer.ack_new += 1;
+        // A gap below what arrived (a loss, or reordering): the selective ack is news.
+        if peer.received != 0 {
+            peer.ack_urgent = true;
+        }
         Self::due(&mut self.acks_due, peer, p);
         self.stats.delivered += 1;
         Arrival::Deliver {
@@ -817,7 +883,14 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
 
     /// The next time `handle_timeout` has work.
     pub fn poll_timeout(&self) -> Option<Time> {
-        let mut t: Option<Time> = None;
+        // Acks left to wait by `flush_acks_delaying`.
+        let mut t: Option<Time> = self
+            .acks_due
+            .iter()
+            .map(|&i| &self.peers[i])
+            .filter(|p| p.ack_due)
+            .map(|p| p.ack_first + self.cfg.ack_delay)
+            .min();
         for p in &self.peers {
             for s in p.slots.iter().filter(|s| !s.acked) {
                 t = Some(t.map_or(s.due, |t| t.min(s.due)));
@@ -830,8 +903,13 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         t
     }
 
-    /// Retransmits what timed out, ends RNR back-offs, declares silent peers unreachable.
+    /// Retransmits what timed out, ends RNR back-offs, declares silent peers unreachable,
+    /// sends the delayed acks whose time has come.
     pub fn handle_timeout(&mut self, now: Time) {
+        if !self.acks_due.is_empty() {
+            let delay = self.cfg.ack_delay;
+            self.emit_acks(|p| now >= p.ack_first + delay);
+        }
         let max_rto = self.cfg.max_rto;
         for p in 0..self.peers.len() {
             let peer = &mut self.peers[p];

@@ -41,6 +41,9 @@ struct Sim {
     /// The test flushes acknowledgements itself (as a device does at the end of its owner's
     /// pass, after answers went out) instead of the harness after every arrival.
     manual_acks: bool,
+    /// The harness ends a pass with `flush_acks_delaying` (as the UDP device does) instead of
+    /// `flush_acks`.
+    delay_acks: bool,
 }
 
 const QKEYS: [u32; 2] = [0x1111, 0x2222];
@@ -65,6 +68,7 @@ impl Sim {
             done: Vec::new(),
             latency: 10 * US,
             manual_acks: false,
+            delay_acks: false,
         }
     }
 
@@ -163,7 +167,11 @@ impl Sim {
         }
         for (q, a) in self.qp.iter_mut().zip(arrived) {
             if a && !self.manual_acks {
-                q.flush_acks();
+                if self.delay_acks {
+                    q.flush_acks_delaying(self.now);
+                } else {
+                    q.flush_acks();
+                }
             }
             q.handle_timeout(self.now);
         }
@@ -530,4 +538,56 @@ fn an_answer_in_the_same_pass_carries_the_ack() {
     assert_eq!(sim.qp[1].stats().acks_sent, 2);
     sim.run_until_idle(1000 * MS);
     assert_eq!(sim.done.len(), 3);
+}
+
+/// Delayed acks: a stream is acked every `ack_every` datagrams (or after `ack_delay`), the
+/// last datagram's ack leaves at its deadline (the timer the owner drives: `poll_timeout`),
+/// nothing is retransmitted on a clean path, and everything still arrives exactly once
+/// through loss, duplication and reordering (a gap or a duplicate is acked at once).
+#[test]
+fn delayed_acks_thin_the_stream_and_lose_nothing() {
+    let mut sim = Sim::new(21, Faults::default());
+    sim.delay_acks = true;
+    for i in 0..4_000 {
+        sim.send(0, i, &payload(i));
+    }
+    sim.run_until_idle(100_000 * MS);
+    check_exactly_once(&sim, 4_000);
+    let (a, b) = (sim.qp[0].stats(), sim.qp[1].stats());
+    assert_eq!(a.retransmits, 0);
+    let per = b.acks_sent as f64 / 4_000.0;
+    assert!(per <= 0.3, "acks per datagram with delayed acks: {per}");
+
+    // A lone datagram: nothing to carry its ack, which leaves at the deadline.
+    let mut sim = Sim::new(22, Faults::default());
+    sim.delay_acks = true;
+    sim.send(0, 1, b"lone");
+    sim.step(); // the datagram arrives; the pass ends with the ack kept back
+    assert_eq!(sim.qp[1].stats().acks_sent, 0);
+    let deadline = sim.qp[1]
+        .poll_timeout()
+        .expect("the kept ack has a deadline");
+    assert_eq!(deadline, sim.now + Config::default().ack_delay);
+    sim.run_until_idle(1_000 * MS);
+    assert_eq!(sim.done, vec![(1, Status::Ok)]);
+    assert_eq!(sim.qp[1].stats().acks_sent, 1);
+    assert_eq!(sim.qp[0].stats().retransmits, 0);
+
+    for (seed, loss) in [(23u64, 5.0), (24, 20.0)] {
+        let faults = Faults {
+            loss,
+            dup: 5.0,
+            corrupt: 2.0,
+            jitter_us: 200,
+        };
+        let mut sim = Sim::new(seed, faults);
+        sim.delay_acks = true;
+        for i in 0..500 {
+            sim.send(0, i, &payload(i));
+        }
+        sim.run_until_idle(600_000 * MS);
+        check_exactly_once(&sim, 500);
+        let ok = sim.done.iter().filter(|(_, s)| *s == Status::Ok).count();
+        assert_eq!(ok, 500, "at {loss}% loss with delayed acks");
+    }
 }

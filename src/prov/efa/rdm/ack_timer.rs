@@ -1,0 +1,125 @@
+//! The safety net under delayed acknowledgements.
+//!
+//! At the end of a pass the SRD device may keep an acknowledgement back for up to its
+//! `ack_delay` (`srd::Config`), so that more arrivals, or the application's answer, carry it:
+//! one ack for several datagrams in a stream, none of its own in a request–reply. Under
+//! `FI_PROGRESS_MANUAL` nothing of ours runs while the application is away, and a receiver that
+//! read its last completion and stopped calling would leave its peer waiting for that ack
+//! until it gave the receiver up as unreachable. So an endpoint that keeps an ack back raises
+//! its flag, and this thread, every `TICK`, flushes what the flagged endpoints still keep
+//! (when their lock is free: when it is not, the application is inside the library and its
+//! call ends with a flush). The thread parks after `IDLE_TICKS` ticks with nothing kept and
+//! the next endpoint that keeps an ack wakes it; while it is awake the endpoints make no
+//! system call for it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
+use std::thread::Thread;
+use std::time::Duration;
+
+use super::RdmEndpoint;
+
+/// Longest an ack waits for this thread beyond the application's last call (the device's own
+/// `ack_delay` bounds the wait while the application keeps calling). About the senders'
+/// shortest retransmission timeout (1 ms), so a stopped receiver costs its peer at most a
+/// retransmission; ticking every 100 µs instead cost busy-polling ping-pongs on two cores
+/// 15–40 % of their latency (the tick preempts them).
+const TICK: Duration = Duration::from_millis(1);
+/// Ticks with nothing kept back before the thread parks (10 ms).
+const IDLE_TICKS: u32 = 10;
+
+struct Entry {
+    kept: Arc<AtomicBool>,
+    ep: Weak<RdmEndpoint>,
+}
+
+struct AckTimer {
+    eps: Mutex<Vec<Entry>>,
+    parked: AtomicBool,
+    thread: OnceLock<Thread>,
+}
+
+static TIMER: LazyLock<AckTimer> = LazyLock::new(|| AckTimer {
+    eps: Mutex::new(Vec::new()),
+    parked: AtomicBool::new(false),
+    thread: OnceLock::new(),
+});
+
+/// Watches `ep`, whose device reports kept-back acks through `kept`.
+pub(super) fn register(kept: Arc<AtomicBool>, ep: Weak<RdmEndpoint>) {
+    let t = &*TIMER;
+    let mut eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
+    eps.retain(|e| e.ep.strong_count() > 0);
+    eps.push(Entry { kept, ep });
+    drop(eps);
+    t.thread.get_or_init(|| {
+        match std::thread::Builder::new()
+            .name("fabric-acks".into())
+            .spawn(run)
+        {
+            Ok(h) => {
+                RUNNING.store(true, Ordering::Release);
+                h.thread().clone()
+            }
+            // Without the thread no ack is kept back (`keeping_allowed`).
+            Err(_) => std::thread::current(),
+        }
+    });
+}
+
+/// The thread runs: acks may be kept back.
+static RUNNING: AtomicBool = AtomicBool::new(false);
+
+/// Whether acks may be kept back at all: only with the thread running to flush them.
+pub(super) fn keeping_allowed() -> bool {
+    RUNNING.load(Ordering::Relaxed)
+}
+
+/// An endpoint raised its flag: make sure the thread is awake. (Its flag was stored first,
+/// sequentially consistent with `parked`: either this sees the thread parked and wakes it, or
+/// the thread, about to park, sees the flag.)
+pub(super) fn kept() {
+    let t = &*TIMER;
+    if t.parked.load(Ordering::SeqCst)
+        && t.parked.swap(false, Ordering::SeqCst)
+        && let Some(th) = t.thread.get()
+    {
+        th.unpark();
+    }
+}
+
+fn any_kept(t: &AckTimer) -> bool {
+    let eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
+    eps.iter().any(|e| e.kept.load(Ordering::SeqCst))
+}
+
+fn run() {
+    let t = &*TIMER;
+    let mut idle = 0u32;
+    loop {
+        std::thread::sleep(TICK);
+        let mut any = false;
+        {
+            let mut eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
+            eps.retain(|e| e.ep.strong_count() > 0);
+            for e in eps.iter().filter(|e| e.kept.load(Ordering::SeqCst)) {
+                any = true;
+                if let Some(ep) = e.ep.upgrade() {
+                    ep.flush_kept_acks();
+                }
+            }
+        }
+        idle = if any { 0 } else { idle + 1 };
+        if idle >= IDLE_TICKS {
+            t.parked.store(true, Ordering::SeqCst);
+            if any_kept(t) {
+                t.parked.store(false, Ordering::SeqCst);
+            } else {
+                // (May return early: the loop looks again.)
+                std::thread::park();
+                t.parked.store(false, Ordering::SeqCst);
+            }
+            idle = 0;
+        }
+    }
+}
