@@ -79,7 +79,7 @@ impl Default for Config {
             rnr_retry: 3,
             rnr_timeout_interval_us: 0,
             rnr_max_timeout_us: 1_000_000,
-            ack_every: 4,
+            ack_every: 2,
             ack_delay: 100 * US,
         }
     }
