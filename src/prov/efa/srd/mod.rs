@@ -313,11 +313,8 @@ impl<A: Copy + Eq + Hash> Peer<A> {
     }
 
     /// Whether the ack owed may wait longer at `now`.
-    fn ack_may_wait(&self, cfg: &Config, now: Time) -> bool {
-        cfg.ack_delay > 0
-            && !self.ack_urgent
-            && self.ack_new < cfg.ack_every
-            && now < self.ack_first + cfg.ack_delay
+    fn ack_may_wait(&self, every: u32, delay: Time, now: Time) -> bool {
+        delay > 0 && !self.ack_urgent && self.ack_new < every && now < self.ack_first + delay
     }
 }
 
@@ -543,8 +540,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// then see that [`Transport::handle_timeout`] (the deadline is in `poll_timeout`) or
     /// `flush_acks` runs even if the application stops calling it.
     pub fn flush_acks_delaying(&mut self, now: Time) -> bool {
-        let cfg = self.cfg.clone();
-        self.emit_acks(|p| !p.ack_may_wait(&cfg, now))
+        let (every, delay) = (self.cfg.ack_every, self.cfg.ack_delay);
+        self.emit_acks(|p| !p.ack_may_wait(every, delay, now))
     }
 
     /// Emits the owed acks `now_due` selects; returns whether any is left owed.
@@ -906,8 +903,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// Retransmits what timed out, ends RNR back-offs, declares silent peers unreachable,
     /// sends the delayed acks whose time has come.
     pub fn handle_timeout(&mut self, now: Time) {
-        if !self.acks_due.is_empty() {
-            let delay = self.cfg.ack_delay;
+        // (Without delay, what is owed waits for the owner's flush at the end of its pass.)
+        let delay = self.cfg.ack_delay;
+        if delay > 0 && !self.acks_due.is_empty() {
             self.emit_acks(|p| now >= p.ack_first + delay);
         }
         let max_rto = self.cfg.max_rto;

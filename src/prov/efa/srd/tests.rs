@@ -236,23 +236,31 @@ fn lossless_in_order() {
     );
 }
 
+/// 500 datagrams through `loss` % loss, 5 % duplication, 2 % corruption and 200 µs of jitter:
+/// each arrives exactly once, every send succeeds.
+fn lossy_run(seed: u64, loss: f64, delay_acks: bool) -> Sim {
+    let faults = Faults {
+        loss,
+        dup: 5.0,
+        corrupt: 2.0,
+        jitter_us: 200,
+    };
+    let mut sim = Sim::new(seed, faults);
+    sim.delay_acks = delay_acks;
+    for i in 0..500 {
+        sim.send(0, i, &payload(i));
+    }
+    sim.run_until_idle(600_000 * MS);
+    check_exactly_once(&sim, 500);
+    let ok = sim.done.iter().filter(|(_, s)| *s == Status::Ok).count();
+    assert_eq!(ok, 500, "at {loss}% loss every datagram still gets through");
+    sim
+}
+
 #[test]
 fn loss_reordering_duplication_corruption() {
     for (seed, loss) in [(2u64, 1.0), (3, 5.0), (4, 10.0), (5, 20.0), (6, 30.0)] {
-        let faults = Faults {
-            loss,
-            dup: 5.0,
-            corrupt: 2.0,
-            jitter_us: 200,
-        };
-        let mut sim = Sim::new(seed, faults);
-        for i in 0..500 {
-            sim.send(0, i, &payload(i));
-        }
-        sim.run_until_idle(600_000 * MS);
-        check_exactly_once(&sim, 500);
-        let ok = sim.done.iter().filter(|(_, s)| *s == Status::Ok).count();
-        assert_eq!(ok, 500, "at {loss}% loss every datagram still gets through");
+        let sim = lossy_run(seed, loss, false);
         let st = sim.qp[0].stats();
         assert!(st.retransmits > 0, "loss {loss}%: retransmissions expected");
         assert!(
@@ -574,20 +582,6 @@ fn delayed_acks_thin_the_stream_and_lose_nothing() {
     assert_eq!(sim.qp[0].stats().retransmits, 0);
 
     for (seed, loss) in [(23u64, 5.0), (24, 20.0)] {
-        let faults = Faults {
-            loss,
-            dup: 5.0,
-            corrupt: 2.0,
-            jitter_us: 200,
-        };
-        let mut sim = Sim::new(seed, faults);
-        sim.delay_acks = true;
-        for i in 0..500 {
-            sim.send(0, i, &payload(i));
-        }
-        sim.run_until_idle(600_000 * MS);
-        check_exactly_once(&sim, 500);
-        let ok = sim.done.iter().filter(|(_, s)| *s == Status::Ok).count();
-        assert_eq!(ok, 500, "at {loss}% loss with delayed acks");
+        lossy_run(seed, loss, true);
     }
 }
