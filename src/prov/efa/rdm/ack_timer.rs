@@ -23,7 +23,7 @@ use super::RdmEndpoint;
 /// `ack_delay` bounds the wait while the application keeps calling). About the senders'
 /// shortest retransmission timeout (1 ms), so a stopped receiver costs its peer at most a
 /// retransmission; ticking every 100 µs instead cost busy-polling ping-pongs on two cores
-/// 15–40 % of their latency (the tick preempts them).
+/// 20–50 % of their latency (the tick preempts them).
 const TICK: Duration = Duration::from_millis(1);
 /// Ticks with nothing kept back before the thread parks (10 ms).
 const IDLE_TICKS: u32 = 10;
