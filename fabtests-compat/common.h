@@ -542,7 +542,9 @@ static inline uint64_t ft_wait(int n, uint64_t *data)
 
 /*
  * Drives the endpoint while waiting on the TCP channel. The peer may already be sending (its
- * side of a sync ended first), so completions read here are kept for ft_wait/ft_next.
+ * side of a sync ended first), so completions read here are kept for ft_wait/ft_next. An
+ * error completion is left in the CQ (it may be the one the test expects next, as a
+ * truncation is): ft_next returns it, ft_wait fails on it, in its place after those kept.
  */
 static void ft_progress(void)
 {
@@ -551,8 +553,6 @@ static void ft_progress(void)
 	if (!ft_cq || ft_nearly == (int)(sizeof(ft_early) / sizeof(ft_early[0])))
 		return;
 	r = fi_cq_read(ft_cq, &ft_early[ft_nearly], 1);
-	if (r == -FI_EAVAIL)
-		ft_cq_error();
 	if (r > 0)
 		ft_nearly += r;
 }
