@@ -477,8 +477,15 @@ static void refill(int seed)
 	memcpy(cmp, region, REGION);	/* compare atomics: equal, so the swap happens */
 }
 
-struct misuse;
-static int bend(const struct misuse *m, const struct slot *s, struct args *a);
+enum expect { REFUSED, ERROR_COMPLETION, ACCEPTED };
+
+struct misuse {
+	const char *name;
+	enum expect expect;
+	int err;	/* REFUSED: the return value's negation */
+	/* Applies to the slot? Bends the args. */
+	int (*apply)(const struct slot *, struct args *);
+};
 
 /* Calls `s` correctly (or bent by an accepted misuse `m`) and checks the bytes it moved and
  * the completions it gave. */
@@ -494,7 +501,7 @@ static void valid_call(const struct slot *s, int seed, const char *after, const 
 	ssize_t r;
 
 	if (m)
-		bend(m, s, &a);
+		m->apply(s, &a);
 	moved = a.len ? LEN : 0;
 	refill(seed);
 	memcpy(before, region, sizeof before);
@@ -585,15 +592,6 @@ static void valid_call(const struct slot *s, int seed, const char *after, const 
 
 /* ---- the misuses ---- */
 
-enum expect { REFUSED, ERROR_COMPLETION, ACCEPTED };
-
-struct misuse {
-	const char *name;
-	enum expect expect;
-	int err;	/* REFUSED: the return value's negation */
-	/* Applies to the slot? Bends the args. */
-	int (*apply)(const struct slot *, struct args *);
-};
 
 static int m_not_enabled(const struct slot *s, struct args *a)
 {
@@ -729,10 +727,6 @@ static const struct misuse misuses[] = {
 };
 #define NMISUSES (sizeof misuses / sizeof misuses[0])
 
-static int bend(const struct misuse *m, const struct slot *s, struct args *a)
-{
-	return m->apply(s, a);
-}
 
 static void try_misuse(const struct slot *s, const struct misuse *m, int seed)
 {

@@ -522,8 +522,13 @@ impl Device for UdpDevice {
     }
 
     fn flush(&mut self) -> bool {
+        // Every library call ends here: with nothing owed or queued, not even the clock is read.
+        let owed = self.t.acks_owed();
+        if !owed && self.backlog.is_empty() && !self.t.has_transmits() {
+            return false;
+        }
         let now = self.now();
-        let held = self.t.flush_acks_delaying(now);
+        let held = owed && self.t.flush_acks_delaying(now);
         if !self.backlog.is_empty() || self.t.has_transmits() {
             self.transmit(now);
         }

@@ -527,6 +527,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
     }
 
+    /// Whether some acknowledgement is owed (its peer's ack not yet sent nor carried).
+    pub fn acks_owed(&self) -> bool {
+        !self.acks_due.is_empty()
+    }
+
     /// Emits every acknowledgement owed (one per peer) that no data carried. The owner calls
     /// this at the end of each pass over arrivals when it does not delay acks: an ack never
     /// waits for the application.
