@@ -31,12 +31,27 @@ pub struct UdpSock {
     local: SocketAddr,
     /// Whether GSO is still tried: cleared for good when the kernel refuses it.
     gso: AtomicBool,
+    /// Where `recv_batch` has the kernel write sources and cmsgs: kept between calls so that
+    /// a poll that finds nothing (most of them, when busy-polling) does not clear 5 KiB first.
+    rx_scratch: Box<RecvScratch>,
+}
+
+#[derive(Debug)]
+struct RecvScratch {
+    names: [libc::sockaddr_storage; BATCH],
+    cmsgs: [SegmentCmsg; BATCH],
 }
 
 /// Room for one `UDP_SEGMENT` cmsg, aligned for `cmsghdr`.
 #[derive(Clone, Copy)]
 #[repr(C, align(8))]
 struct SegmentCmsg([u8; 32]);
+
+impl core::fmt::Debug for SegmentCmsg {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("SegmentCmsg")
+    }
+}
 
 fn to_sockaddr(a: &SocketAddr, out: &mut libc::sockaddr_storage) -> libc::socklen_t {
     match a {
@@ -164,6 +179,11 @@ impl UdpSock {
             fd,
             local,
             gso: AtomicBool::new(true),
+            rx_scratch: Box::new(RecvScratch {
+                // SAFETY: an all-zero sockaddr_storage is valid.
+                names: unsafe { core::mem::zeroed() },
+                cmsgs: [SegmentCmsg([0; 32]); BATCH],
+            }),
         })
     }
 
@@ -186,7 +206,7 @@ impl UdpSock {
     /// The segment size is the length, but for a run of datagrams GRO coalesced: the datagrams
     /// are then the consecutive `segment`-byte pieces of the buffer, the last one shorter.
     pub fn recv_batch(
-        &self,
+        &mut self,
         bufs: &mut [Vec<u8>],
         out: &mut Vec<(usize, SocketAddr, usize)>,
     ) -> usize {
@@ -201,9 +221,8 @@ impl UdpSock {
         }; BATCH];
         // SAFETY: all-zero msghdrs and sockaddr_storages are valid.
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
-        // SAFETY: as above.
-        let mut names: [libc::sockaddr_storage; BATCH] = unsafe { core::mem::zeroed() };
-        let mut cmsgs = [SegmentCmsg([0; 32]); BATCH];
+        let fd = self.fd();
+        let RecvScratch { names, cmsgs } = &mut *self.rx_scratch;
         for i in 0..n {
             iov[i] = libc::iovec {
                 iov_base: bufs[i].as_mut_ptr().cast(),
@@ -221,7 +240,7 @@ impl UdpSock {
         // a control block; all of them outlive the call.
         let r = unsafe {
             libc::recvmmsg(
-                self.fd(),
+                fd,
                 hdrs.as_mut_ptr(),
                 n as u32,
                 libc::MSG_DONTWAIT,
@@ -249,7 +268,11 @@ impl UdpSock {
                     c = libc::CMSG_NXTHDR(h, c);
                 }
             }
-            match from_sockaddr(&names[i]) {
+            // A name the kernel did not write this time would be a stale one.
+            let name = (h.msg_namelen > 0)
+                .then(|| from_sockaddr(&names[i]))
+                .flatten();
+            match name {
                 Some(a) => out.push((len, a, seg)),
                 None => out.push((0, SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), 0)),
             }
@@ -366,7 +389,7 @@ mod tests {
             IpAddr::V4(Ipv4Addr::LOCALHOST),
             IpAddr::V6(Ipv6Addr::LOCALHOST),
         ] {
-            let (a, b) = match (UdpSock::bind(ip, 0, 1 << 20), UdpSock::bind(ip, 0, 1 << 20)) {
+            let (a, mut b) = match (UdpSock::bind(ip, 0, 1 << 20), UdpSock::bind(ip, 0, 1 << 20)) {
                 (Ok(a), Ok(b)) => (a, b),
                 _ if ip.is_ipv6() => continue, // no IPv6 on this host
                 (Err(e), _) | (_, Err(e)) => panic!("bind {ip}: {e}"),
@@ -404,7 +427,7 @@ mod tests {
     #[test]
     fn runs_of_datagrams_arrive_as_sent() {
         let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let (a, b, c) = (
+        let (a, mut b, mut c) = (
             UdpSock::bind(ip, 0, 1 << 22).unwrap(),
             UdpSock::bind(ip, 0, 1 << 22).unwrap(),
             UdpSock::bind(ip, 0, 1 << 22).unwrap(),
@@ -425,7 +448,7 @@ mod tests {
             a.gso.load(Ordering::Relaxed),
             "loopback takes GSO messages (Linux 4.18+)"
         );
-        let receive = |s: &UdpSock, want: usize| {
+        let receive = |s: &mut UdpSock, want: usize| {
             let mut bufs = vec![vec![0u8; 65536]; BATCH];
             let (mut out, mut got, mut runs) = (Vec::new(), Vec::new(), 0);
             for _ in 0..1000 {
@@ -442,10 +465,10 @@ mod tests {
             }
             (got, runs)
         };
-        let (got, runs) = receive(&b, 20);
+        let (got, runs) = receive(&mut b, 20);
         assert_eq!(got, msgs[..20].to_vec());
         assert!(runs > 0, "a GSO run on loopback reaches a GRO socket whole");
-        let (got, runs) = receive(&c, 2);
+        let (got, runs) = receive(&mut c, 2);
         assert_eq!(got, msgs[20..].to_vec());
         assert_eq!(runs, 0);
     }

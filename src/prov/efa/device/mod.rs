@@ -204,7 +204,8 @@ pub trait Device: Send {
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)>;
 
-    /// Posts a receive buffer (resized to hold a whole datagram).
+    /// Posts a receive buffer (resized to hold a whole datagram). Buffers are not consumed
+    /// in the order posted: the completion's `wr_id` says which one was filled.
     fn post_recv(&mut self, buf: Vec<u8>, wr_id: u64) -> std::result::Result<(), (Errno, Vec<u8>)>;
 
     /// Drives I/O and timers; appends up to `max` completions.
