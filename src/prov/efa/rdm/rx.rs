@@ -683,15 +683,20 @@ impl RdmEndpoint {
 
     /// Answers a read within the window the requester granted: READRSP first (it carries our
     /// id for the requester's CTS), CTSDATA after.
-    fn send_read_data(&self, g: &mut Inner, id: u64) {
+    pub(super) fn send_read_data(&self, g: &mut Inner, id: u64) {
         let connid = g.connid();
         let mtu = g.mtu;
         loop {
+            let full = g.bulk_full();
             let Some(r) = g.rxes.get_mut(id) else { return };
             let RxKind::Read { src, sent, window } = &mut r.kind else {
                 return;
             };
             if r.total > 0 && (*sent >= r.total || *window == 0) {
+                return;
+            }
+            if full {
+                g.park(Parked::Read(id));
                 return;
             }
             let first = *sent == 0;
