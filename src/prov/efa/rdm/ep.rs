@@ -62,6 +62,7 @@ pub(super) enum Parked {
     /// The response to a read we serve (an `rxes` id).
     Read(u64),
 }
+
 /// Receive buffers posted to the device at first (it grows to `Inner::rx_max` under load).
 const RX_START: usize = 64;
 /// While shm carries the traffic and the device has been quiet for `DEVICE_QUIET`, the device
