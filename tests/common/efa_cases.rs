@@ -317,7 +317,7 @@ fn concurrent_long_writes_and_reads_all_complete() {
     for i in 0..N {
         a.ep.write(&rma_op(&[sources[i]], ab, &rmas[i], 100 + i)).unwrap();
     }
-    let mut done = vec![false; N];
+    let mut done = [false; N];
     for _ in 0..N {
         let c = wait_ok(&a, &b);
         let i = c.op_context - 100;
@@ -331,7 +331,7 @@ fn concurrent_long_writes_and_reads_all_complete() {
     for i in 0..N {
         a.ep.read(&rma_op(&[backs[i].1], ab, &rmas[i], 200 + i)).unwrap();
     }
-    let mut done = vec![false; N];
+    let mut done = [false; N];
     for _ in 0..N {
         let c = wait_ok(&a, &b);
         let i = c.op_context - 200;
