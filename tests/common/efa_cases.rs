@@ -317,13 +317,16 @@ fn concurrent_long_writes_and_reads_all_complete() {
     for i in 0..N {
         a.ep.write(&rma_op(&[sources[i]], ab, &rmas[i], 100 + i)).unwrap();
     }
-    let mut done = [false; N];
-    for _ in 0..N {
-        let c = wait_ok(&a, &b);
-        let i = c.op_context - 100;
-        assert!(!done[i], "write {i} completed twice");
-        done[i] = true;
-    }
+    // Each of the N operations (contexts base..base + N) completes once.
+    let complete_all = |base: usize, what: &str| {
+        let mut done = [false; N];
+        for _ in 0..N {
+            let i = wait_ok(&a, &b).op_context - base;
+            assert!(!done[i], "{what} {i} completed twice");
+            done[i] = true;
+        }
+    };
+    complete_all(100, "write");
     for (i, (t, _)) in targets.iter().enumerate() {
         assert!(**t == pattern(LEN, i as u8)[..], "write {i}");
     }
@@ -331,13 +334,7 @@ fn concurrent_long_writes_and_reads_all_complete() {
     for i in 0..N {
         a.ep.read(&rma_op(&[backs[i].1], ab, &rmas[i], 200 + i)).unwrap();
     }
-    let mut done = [false; N];
-    for _ in 0..N {
-        let c = wait_ok(&a, &b);
-        let i = c.op_context - 200;
-        assert!(!done[i], "read {i} completed twice");
-        done[i] = true;
-    }
+    complete_all(200, "read");
     for (i, (back, _)) in backs.iter().enumerate() {
         assert!(**back == pattern(LEN, i as u8)[..], "read {i}");
     }
