@@ -80,7 +80,7 @@ fn shm_commands_corpus() {
     inline[1..].fill(0);
     inline[1] = 2; // a message
     inline[1 + 24] = 16; // of 16 bytes
-    inline[1 + 64..1 + 80].fill(b'x');
+    inline[1 + 48..1 + 64].fill(b'x'); // the body follows the 48-byte header
     assert_eq!(fuzzing::shm_commands(&inline), (1, 3));
     replay("shm_commands", 300, fuzzing::shm_commands);
 }

@@ -1,4 +1,10 @@
-//! Commands exchanged through region rings: a 64-byte header and a 248-byte body.
+//! Commands exchanged through region rings: a 48-byte header, a 248-byte body, and two
+//! auxiliary words behind the body.
+//!
+//! The fields a small message needs come first: the ring copies only the bytes a command uses
+//! (`wire_len`), and with the slot's 8-byte sequence word, the header and up to 8 payload bytes
+//! fill one 64-byte cache line, so the receiver of a small message waits for one line to cross
+//! between cores instead of two.
 //!
 //! | bytes | field |
 //! | --- | --- |
@@ -11,19 +17,20 @@
 //! | 24..32 | len (payload bytes) |
 //! | 32..40 | tag |
 //! | 40..48 | CQ data |
-//! | 48..56 | aux (bounce buffer index, iov count, peer op id...) |
-//! | 56..64 | aux2 (rma entry count, datatype/op, offset...) |
-//! | 64..312 | body: inline bytes, iov lists, rma lists |
+//! | 48..296 | body: inline bytes, iov lists, rma lists |
+//! | 296..304 | aux (bounce buffer index, iov count, peer op id...) |
+//! | 304..312 | aux2 (rma entry count, datatype/op, offset...) |
 //!
 //! Decoding never fails: every field is checked where it is used (a peer may be hostile).
 
 use super::region::{CMD_PREFIX, CMD_SIZE};
 use crate::sys::cma::Remote;
 
-pub const HDR: usize = 64;
+pub const HDR: usize = 48;
 // The ring reads the header first to learn the command's length (`wire_len`).
 const _: () = assert!(HDR == CMD_PREFIX);
-pub const BODY: usize = CMD_SIZE - HDR;
+pub const BODY: usize = CMD_SIZE - HDR - 16;
+const AUX: usize = HDR + BODY;
 
 /// First command to a peer: the sender's name (body) and pid (aux).
 pub const OP_CONNECT: u8 = 1;
@@ -121,26 +128,20 @@ impl Cmd {
         out[1] = self.proto;
         out[2..4].copy_from_slice(&self.flags.to_le_bytes());
         out[4..8].copy_from_slice(&self.status.to_le_bytes());
-        for (i, v) in [
-            self.sender,
-            self.op_id,
-            self.len,
-            self.tag,
-            self.data,
-            self.aux,
-            self.aux2,
-        ]
-        .iter()
-        .enumerate()
+        for (i, v) in [self.sender, self.op_id, self.len, self.tag, self.data]
+            .iter()
+            .enumerate()
         {
             out[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
         }
-        out[HDR..].copy_from_slice(&self.body);
+        out[HDR..AUX].copy_from_slice(&self.body);
+        out[AUX..AUX + 8].copy_from_slice(&self.aux.to_le_bytes());
+        out[AUX + 8..AUX + 16].copy_from_slice(&self.aux2.to_le_bytes());
     }
 
     pub fn decode(b: &[u8; CMD_SIZE]) -> Cmd {
         let mut body = [0u8; BODY];
-        body.copy_from_slice(&b[HDR..]);
+        body.copy_from_slice(&b[HDR..AUX]);
         Cmd {
             op: b[0],
             proto: b[1],
@@ -151,23 +152,21 @@ impl Cmd {
             len: rd(b, 24),
             tag: rd(b, 32),
             data: rd(b, 40),
-            aux: rd(b, 48),
-            aux2: rd(b, 56),
+            aux: rd(b, AUX),
+            aux2: rd(b, AUX + 8),
             body,
         }
     }
 
-    /// Bytes of an encoded command that carry meaning, from its header: an inline message or
-    /// write uses the body only up to its payload; every other command, all of it. (A peer's
-    /// header may say anything: the ring bounds the result.)
+    /// Bytes of an encoded command that carry meaning, from its header: an inline message
+    /// uses the body only up to its payload; every other command, all of it (an inline write
+    /// needs `aux2`, behind the body). (A peer's header may say anything: the ring bounds the
+    /// result.)
     pub fn wire_len(b: &[u8; CMD_SIZE]) -> usize {
-        let len = rd(b, 24);
-        let used = match (b[0], b[1]) {
-            (OP_MSG, PROTO_INLINE) => len,
-            (OP_WRITE, PROTO_INLINE) => (RMA_AREA as u64).saturating_add(len),
-            _ => BODY as u64,
-        };
-        HDR + used.min(BODY as u64) as usize
+        match (b[0], b[1]) {
+            (OP_MSG, PROTO_INLINE) => HDR + rd(b, 24).min(BODY as u64) as usize,
+            _ => CMD_SIZE,
+        }
     }
 
     /// Writes `(addr, len)` pairs at `off` of the body; returns false if they do not fit.
@@ -269,5 +268,22 @@ mod tests {
         let junk = [0xffu8; CMD_SIZE];
         let j = Cmd::decode(&junk);
         assert!(j.iovs(240, 2).is_none());
+    }
+
+    #[test]
+    fn small_message_fits_one_cache_line_with_the_slot_sequence() {
+        let mut c = Cmd::new(OP_MSG, 7);
+        c.len = 8;
+        c.aux = 1;
+        c.aux2 = 2;
+        let mut b = [0u8; CMD_SIZE];
+        c.encode(&mut b);
+        assert_eq!(8 + Cmd::wire_len(&b), 64);
+        // Every other command is copied whole: its aux words sit behind the body.
+        c.op = OP_WRITE;
+        c.encode(&mut b);
+        assert_eq!(Cmd::wire_len(&b), CMD_SIZE);
+        let d = Cmd::decode(&b);
+        assert_eq!((d.aux, d.aux2), (1, 2));
     }
 }

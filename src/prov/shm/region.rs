@@ -19,7 +19,7 @@ use crate::core::{Errno, Result};
 use crate::sys::shm::ShmMap;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"fabricSM");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Command slots in the ring (a power of two).
 pub const RING_SLOTS: usize = 1024;
 /// Bytes of one slot: an 8-byte sequence word and the command.
@@ -27,7 +27,7 @@ pub const SLOT_SIZE: usize = 320;
 /// Bytes of a command.
 pub const CMD_SIZE: usize = SLOT_SIZE - 8;
 /// Bytes of a command read before the length of the rest is known (its header).
-pub const CMD_PREFIX: usize = 64;
+pub const CMD_PREFIX: usize = 48;
 /// Bounce buffers for data that cannot be copied across processes in one step (inject, results,
 /// and the segmented path used when cross-memory attach is unavailable).
 pub const BOUNCE_BUFS: usize = 64;
