@@ -7,7 +7,9 @@ measured in one run with the same client binaries; only the library path changes
 Writes <output dir>/<date>-<commit>.md (tables, ratios, targets, the machine),
 <date>-<commit>.png (bandwidth against message size) and .dat (the plotted medians), plus
 latest.md / latest.png copies.
-Every figure is the median of --runs runs (5; 1 with --quick) with min and max.
+Every figure is the median of --runs runs (5; 1 with --quick) with min and max. Runs are
+interleaved: run 1 of every row, then run 2..., so that figures compared with each other come
+from the same minutes (this machine's speed drifts for minutes at a time).
 """
 import argparse
 import datetime
@@ -92,31 +94,27 @@ class Bench:
         return cli.stdout, cli.stderr
 
     def rma(self, row, op):
-        """{size: [MB/s per run]} for one row and operation."""
+        """{size: MB/s} of one run for one row and operation."""
         exe = os.path.join(self.build, "fabtests", "rma_bw")
         args = row.prov + ["-o", op, "-S", "all"]
         if self.quick:
             args += ["-I", "5", "-w", "1"]
+        stdout, stderr = self.pair(exe, row.environ(self.build), args, args)
+        if f"rma_bw: libfabric {row.version}," not in stderr:
+            raise RuntimeError(f"{row.label}: loaded the wrong library: {stderr}")
         out = {}
-        for _ in range(self.runs):
-            stdout, stderr = self.pair(exe, row.environ(self.build), args, args)
-            if f"rma_bw: libfabric {row.version}," not in stderr:
-                raise RuntimeError(f"{row.label}: loaded the wrong library: {stderr}")
-            for line in stdout.splitlines()[1:]:
-                f = line.split()
-                if len(f) >= 5 and size_bytes(f[0]) >= 8:
-                    out.setdefault(f[0], []).append(float(f[4]))
+        for line in stdout.splitlines()[1:]:
+            f = line.split()
+            if len(f) >= 5 and size_bytes(f[0]) >= 8:
+                out[f[0]] = float(f[4])
         return out
 
     def tagged_rate(self, row):
-        """Tagged messages of 8 B per second (millions), per run: rdm_tagged_bw."""
+        """Tagged messages of 8 B per second (millions), one run: rdm_tagged_bw."""
         exe = os.path.join(self.build, "fabtests", "rdm_tagged_bw")
         args = row.prov + ["-S", "8", "-I", "1000" if self.quick else "100000"]
-        vals = []
-        for _ in range(self.runs):
-            stdout, _ = self.pair(exe, row.environ(self.build), args, args)
-            vals.append(float(stdout.splitlines()[1].split()[6]))
-        return vals
+        stdout, _ = self.pair(exe, row.environ(self.build), args, args)
+        return float(stdout.splitlines()[1].split()[6])
 
     def memory(self, row):
         """(KiB per endpoint, KiB for 1,000 AV entries, for 10,000) of one run: ep_memory."""
@@ -128,55 +126,42 @@ class Bench:
         return out[2:5]
 
     def latency(self, row, size):
-        """fi_pingpong's usec/xfer (half a round trip) at one size, per run. Enough round trips
+        """fi_pingpong's usec/xfer (half a round trip) at one size, one run. Enough round trips
         for the steady state: in the first milliseconds two spinning processes may share a CPU
         until the scheduler spreads them, which a 10,000-iteration run (7 ms over shm) shows
         as a run at two or three times the latency."""
         iters = 200 if self.quick else (2000 if size >= 65536 else 100000)
         args = row.prov + ["-e", "rdm", "-S", str(size), "-I", str(iters)]
-        vals = []
-        for _ in range(self.runs):
-            stdout, _ = self.pair(shutil.which("fi_pingpong"), row.environ(self.build),
-                                  args, args, timeout=120, settle=0.5)
-            line = [l for l in stdout.splitlines() if l.split()[:1] == [fmt_size(size)]]
-            vals.append(float(line[0].split()[6]))
-        return vals
+        stdout, _ = self.pair(shutil.which("fi_pingpong"), row.environ(self.build),
+                              args, args, timeout=120, settle=0.5)
+        line = [l for l in stdout.splitlines() if l.split()[:1] == [fmt_size(size)]]
+        return float(line[0].split()[6])
 
     def getinfo(self, row):
+        """µs per fi_getinfo + fi_freeinfo, one run."""
         exe = os.path.join(self.build, "bench", "getinfo_time")
-        prov = row.prov[1]
-        vals = []
-        for _ in range(self.runs):
-            out = subprocess.run([exe, prov, "200" if self.quick else "2000"],
-                                 env=row.environ(self.build), capture_output=True, text=True,
-                                 check=True).stdout.split()
-            if out[3] != row.version:
-                raise RuntimeError(f"{row.label}: getinfo_time loaded libfabric {out[3]}")
-            vals.append(float(out[2]))
-        return vals
+        out = subprocess.run([exe, row.prov[1], "200" if self.quick else "2000"],
+                             env=row.environ(self.build), capture_output=True, text=True,
+                             check=True).stdout.split()
+        if out[3] != row.version:
+            raise RuntimeError(f"{row.label}: getinfo_time loaded libfabric {out[3]}")
+        return float(out[2])
 
     def srd_bulk(self):
-        """The SRD device alone on loopback (examples/srd_bulk): [MB/s], [acks per datagram],
-        [retransmits per datagram], per run."""
+        """The SRD device alone on loopback (examples/srd_bulk), one run: (MB/s, acks per
+        datagram, retransmits per datagram)."""
         exe = os.path.join(ROOT, "target", "release", "examples", "srd_bulk")
-        got = ([], [], [])
-        for _ in range(self.runs):
-            out = subprocess.run([exe, "0.3" if self.quick else "1"], capture_output=True,
-                                 text=True, check=True).stdout.split()
-            got[0].append(float(out[2]) * 1000)  # GB/s -> MB/s
-            got[1].append(float(out[3]))
-            got[2].append(float(out[4]))
-        return got
+        out = subprocess.run([exe, "0.3" if self.quick else "1"], capture_output=True,
+                             text=True, check=True).stdout.split()
+        return float(out[2]) * 1000, float(out[3]), float(out[4])  # GB/s -> MB/s
 
     def limit(self, what, arg):
+        """One run of bench/limits, MB/s."""
         exe = os.path.join(self.build, "bench", "limits")
-        vals = []
-        for _ in range(self.runs):
-            out = subprocess.run([exe, what, str(arg)] + (["0.3"] if what == "udp" and self.quick
-                                                          else []),
-                                 capture_output=True, text=True, check=True).stdout.split()
-            vals.append(float(out[2]) * 1000)  # GB/s -> MB/s
-        return vals
+        quick = ["0.3"] if what == "udp" and self.quick else []
+        out = subprocess.run([exe, what, str(arg)] + quick, capture_output=True, text=True,
+                             check=True).stdout.split()
+        return float(out[2]) * 1000  # GB/s -> MB/s
 
 
 def fmt_size(n):
@@ -280,22 +265,51 @@ def main():
             print(f"bench: FAILED {what}: {e}", file=sys.stderr)
             return None
 
-    limits = {
-        "memcpy": attempt("limit memcpy", lambda: b.limit("memcpy", 1 << 20)),
-        "cma": attempt("limit process_vm_writev", lambda: b.limit("cma", 1 << 20)),
-        "udp": attempt("limit raw UDP", lambda: b.limit("udp", SRD_DATAGRAM)),
-    }
-    bulk = attempt("SRD transport alone", b.srd_bulk) or ([], [], [])
-    for row in ROWS:
-        if row.missing:
-            continue
-        for op in ("write", "read"):
-            results[(row.label, op)] = attempt(f"{row.label} {op}", lambda: b.rma(row, op))
-        for size in LATENCY_SIZES:
-            lat[(row.label, size)] = attempt(f"{row.label} latency {size} B",
-                                             lambda: b.latency(row, size))
-        rate[row.label] = attempt(f"{row.label} tagged rate", lambda: b.tagged_rate(row))
-        gi[row.label] = attempt(f"{row.label} fi_getinfo", lambda: b.getinfo(row))
+    def interleaved(jobs):
+        """Runs each (key, label, fn) job `runs` times, run by run: run 1 of every job, then
+        run 2... so that figures compared with each other (ours and upstream, a transport and
+        its raw limit) come from the same minutes of a machine whose speed drifts. A job that
+        fails once is dropped. Returns {key: [result per run]}."""
+        got, dead = {}, set()
+        for _ in range(runs):
+            for key, label, fn in jobs:
+                if key in dead:
+                    continue
+                v = attempt(label, fn)
+                if v is None:
+                    dead.add(key)
+                    got.pop(key, None)
+                else:
+                    got.setdefault(key, []).append(v)
+        return got
+
+    live_rows = [r for r in ROWS if not r.missing]
+    per_run = interleaved([("memcpy", "limit memcpy", lambda: b.limit("memcpy", 1 << 20)),
+                           ("cma", "limit process_vm_writev", lambda: b.limit("cma", 1 << 20))])
+    # The SRD transport next to raw UDP, alternating.
+    per_run.update(interleaved([("udp", "limit raw UDP", lambda: b.limit("udp", SRD_DATAGRAM)),
+                                ("bulk", "SRD transport alone", b.srd_bulk)]))
+    limits = {k: per_run.get(k) for k in ("memcpy", "cma", "udp")}
+    bulk = tuple(list(col) for col in zip(*per_run["bulk"])) if "bulk" in per_run else ([],) * 3
+    for op in ("write", "read"):
+        got = interleaved([(r.label, f"{r.label} {op}", lambda r=r: b.rma(r, op))
+                           for r in live_rows])
+        for label, runs_got in got.items():
+            sizes = {}
+            for one in runs_got:
+                for size, v in one.items():
+                    sizes.setdefault(size, []).append(v)
+            results[(label, op)] = sizes
+    for size in LATENCY_SIZES:
+        got = interleaved([(r.label, f"{r.label} latency {size} B",
+                            lambda r=r: b.latency(r, size)) for r in live_rows])
+        for label, vals in got.items():
+            lat[(label, size)] = vals
+    rate.update(interleaved([(r.label, f"{r.label} tagged rate", lambda r=r: b.tagged_rate(r))
+                             for r in live_rows]))
+    gi.update(interleaved([(r.label, f"{r.label} fi_getinfo", lambda r=r: b.getinfo(r))
+                           for r in live_rows]))
+    for row in live_rows:
         mem[row.label] = attempt(f"{row.label} memory", lambda: b.memory(row))
 
     stamp = f"{datetime.date.today().isoformat()}-{commit()}"
@@ -376,10 +390,11 @@ def main():
     w("## The software SRD transport alone (examples/srd_bulk: two queue pairs on loopback, "
       "one thread each, no RDM protocol)")
     w("")
-    w(f"| MB/s, {SRD_DATAGRAM} B datagrams | acks sent per datagram delivered | "
-      "retransmissions per datagram delivered |")
-    w("|---|---|---|")
-    w(f"| {cell(bulk[0])} | {cell(bulk[1], 3)} | {cell(bulk[2], 4)} |")
+    paired = [x / y for x, y in zip(bulk[0], limits["udp"] or [])]
+    w(f"| MB/s, {SRD_DATAGRAM} B datagrams | vs the raw UDP run just before it | "
+      "acks sent per datagram delivered | retransmissions per datagram delivered |")
+    w("|---|---|---|---|")
+    w(f"| {cell(bulk[0])} | {cell(paired, 2)} | {cell(bulk[1], 3)} | {cell(bulk[2], 4)} |")
     w("")
     w("## Ratios at 1 MiB and targets (reported, not enforced)")
     w("")
