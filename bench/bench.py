@@ -61,8 +61,8 @@ def size_bytes(s):
 
 
 class Bench:
-    def __init__(self, build, runs, quick):
-        self.build, self.runs, self.quick = build, runs, quick
+    def __init__(self, build, quick):
+        self.build, self.quick = build, quick
         # Below the kernel's ephemeral ports (32768-60999), which outgoing connections take
         # (a quick-mode run once found its port taken).
         self.port = 20000 + random.randrange(10000)
@@ -252,7 +252,7 @@ def main():
     ap.add_argument("out")
     a = ap.parse_args()
     runs = 1 if a.quick else 5
-    b = Bench(os.path.abspath(a.build), runs, a.quick)
+    b = Bench(os.path.abspath(a.build), a.quick)
     os.makedirs(a.out, exist_ok=True)
     results, lat, gi, rate, mem, failures = {}, {}, {}, {}, {}, []
 
@@ -283,7 +283,7 @@ def main():
                     got.setdefault(key, []).append(v)
         return got
 
-    live_rows = [r for r in ROWS if not r.missing]
+    live = [r for r in ROWS if not r.missing]
     per_run = interleaved([("memcpy", "limit memcpy", lambda: b.limit("memcpy", 1 << 20)),
                            ("cma", "limit process_vm_writev", lambda: b.limit("cma", 1 << 20))])
     # The SRD transport next to raw UDP, alternating.
@@ -293,7 +293,7 @@ def main():
     bulk = tuple(list(col) for col in zip(*per_run["bulk"])) if "bulk" in per_run else ([],) * 3
     for op in ("write", "read"):
         got = interleaved([(r.label, f"{r.label} {op}", lambda r=r: b.rma(r, op))
-                           for r in live_rows])
+                           for r in live])
         for label, runs_got in got.items():
             sizes = {}
             for one in runs_got:
@@ -302,21 +302,20 @@ def main():
             results[(label, op)] = sizes
     for size in LATENCY_SIZES:
         got = interleaved([(r.label, f"{r.label} latency {size} B",
-                            lambda r=r: b.latency(r, size)) for r in live_rows])
+                            lambda r=r: b.latency(r, size)) for r in live])
         for label, vals in got.items():
             lat[(label, size)] = vals
     rate.update(interleaved([(r.label, f"{r.label} tagged rate", lambda r=r: b.tagged_rate(r))
-                             for r in live_rows]))
+                             for r in live]))
     gi.update(interleaved([(r.label, f"{r.label} fi_getinfo", lambda r=r: b.getinfo(r))
-                           for r in live_rows]))
-    for row in live_rows:
+                           for r in live]))
+    for row in live:
         mem[row.label] = attempt(f"{row.label} memory", lambda: b.memory(row))
 
     stamp = f"{datetime.date.today().isoformat()}-{commit()}"
     md = os.path.join(a.out, f"{stamp}.md")
     png = os.path.join(a.out, f"{stamp}.png")
     have_plot = plot(results, png)
-    live = [r for r in ROWS if not r.missing]
 
     def bw(label, op, size):
         return med((results.get((label, op)) or {}).get(size, []))
