@@ -277,7 +277,59 @@ fn tagged_matching_peek_claim_discard_cancel() {
     pair("tagged_matching_peek_claim_discard_cancel", &[]);
 }
 
+/// Makes this process's own cross-memory attach calls fail with EPERM, as a kernel that refuses
+/// them would (a seccomp filter): its peer must then copy for it, or use bounce buffers.
+fn deny_own_cma() {
+    use libc::sock_filter;
+    const LOAD_NR: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS, offset 0: seccomp_data.nr
+    const JUMP_IF_EQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET: u16 = 0x06; // BPF_RET | BPF_K
+    const ALLOW: u32 = 0x7fff_0000;
+    const ERRNO: u32 = 0x0005_0000;
+    let f = |code, jt, k| sock_filter { code, jt, jf: 0, k };
+    let filter = [
+        f(LOAD_NR, 0, 0),
+        f(JUMP_IF_EQ, 2, libc::SYS_process_vm_readv as u32),
+        f(JUMP_IF_EQ, 1, libc::SYS_process_vm_writev as u32),
+        f(RET, 0, ALLOW),
+        f(RET, 0, ERRNO | libc::EPERM as u32),
+    ];
+    let prog = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr().cast_mut(),
+    };
+    // SAFETY: prctl with a valid filter program that lives across the call; the filter only
+    // changes what two system calls return in this (child test) process.
+    let r = unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        libc::prctl(libc::PR_SET_SECCOMP, libc::SECCOMP_MODE_FILTER, &prog)
+    };
+    assert_eq!(r, 0, "seccomp filter");
+    let mut b = [0u8; 1];
+    let (local, remote) = (
+        libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: 1,
+        },
+        libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: 1,
+        },
+    );
+    // SAFETY: both iovecs name `b`, of this process.
+    let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+    assert_eq!(
+        (n, Errno::last_os().0),
+        (-1, libc::EPERM),
+        "the filter applies"
+    );
+}
+
 fn rma_scenario() {
+    const ORDERED: usize = (3 << 20) - 400_000;
+    if std::env::var("SHM_TEST_DENY_OWN_CMA").ok() == role() {
+        deny_own_cma();
+    }
     let (n, peer) = setup();
     const LEN: usize = 3 << 20;
     if role().as_deref() == Some("server") {
@@ -310,6 +362,8 @@ fn rma_scenario() {
         want[..100].copy_from_slice(&pattern(100, 2));
         want[1000..1000 + 200_000].copy_from_slice(&pattern(200_000, 3));
         want[LEN - 10..].copy_from_slice(&pattern(10, 4));
+        want[ORDERED..ORDERED + 300_000].copy_from_slice(&pattern(300_000, 5));
+        want[ORDERED..ORDERED + 100].copy_from_slice(&pattern(100, 6));
         assert!(target[..] == want[..], "target memory");
         assert_eq!(ro, &pattern(4096, 9)[..], "read-only region unchanged");
         // writedata produced a remote completion with the data.
@@ -346,6 +400,32 @@ fn rma_scenario() {
             Some(0xfeed),
         )
         .unwrap();
+        // Posted back to back, a large write, a small one over its start, and a large read of
+        // it all land in order (the large ones may be copied by us, after the target's answer).
+        let (big, bigv) = buf(300_000);
+        big.copy_from_slice(&pattern(300_000, 5));
+        let (small, smallv) = buf(100);
+        small.copy_from_slice(&pattern(100, 6));
+        let (back, backv) = buf(300_000);
+        let at = rma(ORDERED as u64, 300_000, key);
+        n.rma(&[bigv], peer, &at, false, None, 4).unwrap();
+        n.rma(
+            &[smallv],
+            peer,
+            &rma(ORDERED as u64, 100, key),
+            false,
+            None,
+            5,
+        )
+        .unwrap();
+        n.rma(&[backv], peer, &at, true, None, 6).unwrap();
+        assert_eq!(n.wait_n(3).len(), 3);
+        let mut want = pattern(300_000, 5);
+        want[..100].copy_from_slice(&pattern(100, 6));
+        assert!(
+            back[..] == want[..],
+            "write, write, read of one range in posted order"
+        );
         // Refused: wrong key, past the end, no write access. Nothing is written.
         assert_eq!(
             write(vec![0xee; 16], rma(0, 16, key ^ 0x5555), None)
@@ -365,6 +445,23 @@ fn rma_scenario() {
             key: ro_key,
         }];
         assert_eq!(write(vec![0xee; 16], r, None).unwrap_err().err, FI_EACCES);
+        // The same refusals for writes large enough for the one-copy path.
+        assert_eq!(
+            write(vec![0xee; 100_000], rma(0, 100_000, key ^ 0x5555), None)
+                .unwrap_err()
+                .err,
+            FI_EACCES
+        );
+        assert_eq!(
+            write(
+                vec![0xee; 100_000],
+                rma(LEN as u64 - 50_000, 100_000, key),
+                None
+            )
+            .unwrap_err()
+            .err,
+            FI_EACCES
+        );
         // Reads, small and large, and a refused one.
         for (off, len) in [(0usize, 100usize), (500, 2 << 20)] {
             let (s, v) = buf(len);
@@ -391,7 +488,7 @@ fn rma_scenario() {
         )
         .unwrap();
         assert_eq!(n.wait(10).unwrap_err().err, FI_EACCES);
-        assert_eq!(n.cntr.readerr(), 4, "failed operations are counted");
+        assert_eq!(n.cntr.readerr(), 6, "failed operations are counted");
         sync();
         sync();
     }
@@ -404,6 +501,17 @@ fn rma_checked_at_the_target() {
         return rma_scenario();
     }
     pair("rma_checked_at_the_target", &[]);
+}
+
+#[test]
+fn rma_when_the_kernel_refuses_the_initiators_own_copies() {
+    if role().is_some() {
+        return rma_scenario();
+    }
+    pair(
+        "rma_when_the_kernel_refuses_the_initiators_own_copies",
+        &[("SHM_TEST_DENY_OWN_CMA", "client")],
+    );
 }
 
 #[test]

@@ -50,6 +50,13 @@ pub const OP_GO: u8 = 7;
 /// buffer `aux`, for sink op `op_id`.
 pub const OP_DATA: u8 = 8;
 
+/// RMA with `F_MAY_COPY`: the target checked the keys and lets the initiator copy op `op_id`
+/// itself; the target's `aux` ranges (the body's iov list) are the other end of the copy.
+pub const OP_CLEARED: u8 = 9;
+/// The initiator copied a cleared RMA (`len` bytes; a read if `F_READ`, else a write, with CQ
+/// data if `F_CQ_DATA`): the target counts it and reports the CQ data.
+pub const OP_COPIED: u8 = 10;
+
 /// Payload in the body.
 pub const PROTO_INLINE: u8 = 0;
 /// Payload in the sender's bounce buffer `aux`.
@@ -67,6 +74,11 @@ pub const F_ACK: u16 = 1 << 2;
 pub const F_TO_TX: u16 = 1 << 3;
 pub const F_FETCH: u16 = 1 << 4;
 pub const F_COMPARE: u16 = 1 << 5;
+/// On a `PROTO_IOV` RMA: the initiator can copy itself once the target clears the keys
+/// (`OP_CLEARED`); the kernel copies faster for the process that starts the transfer.
+pub const F_MAY_COPY: u16 = 1 << 6;
+/// On `OP_COPIED`: the copy was a read.
+pub const F_READ: u16 = 1 << 7;
 
 /// Room for RMA target entries at the start of the body (4 × 24 bytes).
 pub const RMA_AREA: usize = 96;
@@ -165,6 +177,7 @@ impl Cmd {
     pub fn wire_len(b: &[u8; CMD_SIZE]) -> usize {
         match (b[0], b[1]) {
             (OP_MSG, PROTO_INLINE) => HDR + rd(b, 24).min(BODY as u64) as usize,
+            (OP_COPIED, _) => HDR,
             _ => CMD_SIZE,
         }
     }
