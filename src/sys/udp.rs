@@ -5,6 +5,7 @@
 //! datagram (MTU-sized datagrams on Ethernet); and generic receive offload (GRO, `UDP_GRO`)
 //! where asked for: the kernel hands up such runs as one buffer, with their segment size.
 
+use core::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -315,11 +316,11 @@ impl UdpSock {
             iov_base: core::ptr::null_mut(),
             iov_len: 0,
         }; BATCH];
-        // SAFETY: all-zero msghdrs and sockaddr_storages are valid.
-        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
-        // SAFETY: as above.
-        let mut names: [libc::sockaddr_storage; BATCH] = unsafe { core::mem::zeroed() };
-        let mut cmsgs = [SegmentCmsg([0; 32]); BATCH];
+        // Only the headers, names and control blocks of the `nruns` messages are initialized:
+        // zeroing all BATCH of them (7 KiB) cost more than a small datagram's whole send.
+        let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH];
+        let mut names = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; BATCH];
+        let mut cmsgs = [const { MaybeUninit::<SegmentCmsg>::uninit() }; BATCH];
         for (i, item) in items.iter().take(n).enumerate() {
             iov[i] = libc::iovec {
                 iov_base: item.1.as_ptr() as *mut libc::c_void,
@@ -328,15 +329,24 @@ impl UdpSock {
         }
         let mut coalesced = false;
         for (g, &(first, count, seg)) in runs.iter().take(nruns).enumerate() {
-            let len = to_sockaddr(&items[first].0, &mut names[g]);
-            let h = &mut hdrs[g].msg_hdr;
+            let name = names[g].write(
+                // SAFETY: an all-zero sockaddr_storage is valid.
+                unsafe { core::mem::zeroed() },
+            );
+            let len = to_sockaddr(&items[first].0, name);
+            let h = &mut hdrs[g]
+                .write(
+                    // SAFETY: an all-zero mmsghdr is valid (null pointers, zero lengths).
+                    unsafe { core::mem::zeroed() },
+                )
+                .msg_hdr;
             h.msg_iov = &mut iov[first];
             h.msg_iovlen = count;
-            h.msg_name = (&mut names[g] as *mut libc::sockaddr_storage).cast();
+            h.msg_name = (name as *mut libc::sockaddr_storage).cast();
             h.msg_namelen = len;
             if count > 1 {
                 coalesced = true;
-                let buf = &mut cmsgs[g].0;
+                let buf = &mut cmsgs[g].write(SegmentCmsg([0; 32])).0;
                 // SAFETY: CMSG_SPACE(2) is 24 bytes on 64-bit Linux, within the 32-byte,
                 // 8-aligned buffer; the header and its data are written inside it.
                 unsafe {
@@ -350,12 +360,13 @@ impl UdpSock {
                 }
             }
         }
-        // SAFETY: every header points at live buffers, an address and a control block that
-        // outlive the call; the kernel only reads them.
+        // SAFETY: the first `nruns` headers are initialized (the loop above) and each points at
+        // live buffers, an address and a control block that outlive the call; the kernel
+        // only reads them, and no more than `nruns` of them.
         let r = unsafe {
             libc::sendmmsg(
                 self.fd(),
-                hdrs.as_mut_ptr(),
+                hdrs.as_mut_ptr().cast::<libc::mmsghdr>(),
                 nruns as u32,
                 libc::MSG_DONTWAIT,
             )

@@ -1240,7 +1240,7 @@ impl RdmEndpoint {
         g.peers[peer].next_msg_id = next_msg_id(t.msg_id);
         let id = g.txes.insert(t);
         g.start(id);
-        self.progress_locked(&mut g);
+        Self::posted(&mut g);
         Ok(())
     }
 
@@ -1296,7 +1296,7 @@ impl RdmEndpoint {
         t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !read;
         let id = g.txes.insert(t);
         g.start(id);
-        self.progress_locked(&mut g);
+        Self::posted(&mut g);
         Ok(())
     }
 
@@ -1362,7 +1362,7 @@ impl RdmEndpoint {
         p.next_msg_id = next_msg_id(t.msg_id);
         let id = g.txes.insert(t);
         g.start(id);
-        self.progress_locked(&mut g);
+        Self::posted(&mut g);
         Ok(())
     }
 }
@@ -1370,11 +1370,16 @@ impl RdmEndpoint {
 // ---- progress ----
 
 impl RdmEndpoint {
-    /// Keeps receive buffers posted, polls the device, handles what completed.
-    pub(super) fn progress_locked(&self, g: &mut Inner) {
-        if !g.enabled {
-            return;
-        }
+    /// After a post: the packets it started go out when the lock is released (`Locked`'s
+    /// flush). The device is not polled here: a poll costs a system call (half a microsecond on
+    /// loopback) before the packet leaves, and what it finds waits for the application's next
+    /// CQ read anyway.
+    fn posted(g: &mut Inner) {
+        Self::replenish_rx(g);
+    }
+
+    /// Keeps `rx_target` receive buffers posted.
+    fn replenish_rx(g: &mut Inner) {
         while g.posted_rx < g.rx_target {
             let b = g.buf();
             match g.dev.post_recv(b, 0) {
@@ -1385,6 +1390,14 @@ impl RdmEndpoint {
                 }
             }
         }
+    }
+
+    /// Keeps receive buffers posted, polls the device, handles what completed.
+    pub(super) fn progress_locked(&self, g: &mut Inner) {
+        if !g.enabled {
+            return;
+        }
+        Self::replenish_rx(g);
         let now = Instant::now();
         g.dev_polled = now;
         g.dev_idle = now.duration_since(g.dev_heard) >= DEVICE_QUIET;
