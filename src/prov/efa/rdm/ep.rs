@@ -1240,7 +1240,7 @@ impl RdmEndpoint {
         g.peers[peer].next_msg_id = next_msg_id(t.msg_id);
         let id = g.txes.insert(t);
         g.start(id);
-        Self::posted(&mut g);
+        self.posted(&mut g, id);
         Ok(())
     }
 
@@ -1296,7 +1296,7 @@ impl RdmEndpoint {
         t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !read;
         let id = g.txes.insert(t);
         g.start(id);
-        Self::posted(&mut g);
+        self.posted(&mut g, id);
         Ok(())
     }
 
@@ -1362,7 +1362,7 @@ impl RdmEndpoint {
         p.next_msg_id = next_msg_id(t.msg_id);
         let id = g.txes.insert(t);
         g.start(id);
-        Self::posted(&mut g);
+        self.posted(&mut g, id);
         Ok(())
     }
 }
@@ -1370,12 +1370,19 @@ impl RdmEndpoint {
 // ---- progress ----
 
 impl RdmEndpoint {
-    /// After a post: the packets it started go out when the lock is released (`Locked`'s
-    /// flush). The device is not polled here: a poll costs a system call (half a microsecond on
-    /// loopback) before the packet leaves, and what it finds waits for the application's next
-    /// CQ read anyway.
-    fn posted(g: &mut Inner) {
-        Self::replenish_rx(g);
+    /// After a post. An operation whose packets are all handed to the device (an eager or
+    /// medium message or write) skips the device poll: a poll is a system call (half a
+    /// microsecond on loopback) that would delay its packets, which leave when the lock is
+    /// released (`Locked`'s flush), and what it finds waits for the next CQ read anyway
+    /// (fi_pingpong's 8-byte half round trip over SRD: 8.6 -> 6.8 us). A bulk operation, which
+    /// waits for its peer's answers (CTS, read data, handshake), polls: taking them while the
+    /// application is still posting keeps data flowing (1 MiB writes ran 20 % slower without).
+    fn posted(&self, g: &mut Inner, id: u64) {
+        if g.txes.get(id).is_none_or(|t| t.state == TxState::Sending) {
+            Self::replenish_rx(g);
+        } else {
+            self.progress_locked(g);
+        }
     }
 
     /// Keeps `rx_target` receive buffers posted.
