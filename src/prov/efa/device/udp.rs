@@ -217,21 +217,8 @@ impl UdpDevice {
     }
 
     fn receive(&mut self, now: Time, out: &mut Vec<Completion>) {
-        for first in [true, false, false, false, false, false, false, false] {
-            // No more datagrams are taken from the socket than receives are posted: the rest
-            // wait in the socket (as on a wire) for the buffers the owner reposts, instead of
-            // being refused with RNR, whose back-off stalled a sender for milliseconds after
-            // a burst arrived while the owner was busy. With nothing posted at all, one
-            // datagram is taken and refused, so that the sender learns there is no receiver.
-            let k = self.recvs.len().min(self.rx_bufs.len());
-            let k = match (k, first) {
-                (0, true) => 1,
-                (0, false) => break,
-                (k, _) => k,
-            };
-            let n = self
-                .sock
-                .recv_batch(&mut self.rx_bufs[..k], &mut self.rx_meta);
+        for _ in 0..8 {
+            let n = self.sock.recv_batch(&mut self.rx_bufs, &mut self.rx_meta);
             for i in 0..n {
                 let (len, from, seg) = self.rx_meta[i];
                 if self.gro {
@@ -258,7 +245,7 @@ impl UdpDevice {
                     });
                 }
             }
-            if n < k {
+            if n < self.rx_bufs.len() {
                 break;
             }
         }
