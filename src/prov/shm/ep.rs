@@ -1900,6 +1900,13 @@ impl ShmEndpoint {
                 }
             }
             Err(e) => {
+                // A target process gone since it answered fails the operation as any dead
+                // peer does.
+                let e = if e.0 == libc::ESRCH {
+                    Errno::CONNABORTED
+                } else {
+                    e
+                };
                 if let Some(tx) = g.tx_ops.remove(c.op_id) {
                     g.release_order(&tx);
                     g.fail_tx(tx.context, tx.cq_flags, e, tx.cntr);
