@@ -575,9 +575,7 @@ impl Inner {
         let peer = &self.peers[p];
         let passes =
             peer.unordered == 0 || (c.flags & F_MAY_COPY != 0 && peer.unordered == peer.uncleared);
-        if posted
-            && (!passes || (!self.outbox.is_empty() && self.outbox.iter().any(|(q, _)| *q == p)))
-        {
+        if posted && (!passes || self.queued_for(p)) {
             return Err(Errno::AGAIN);
         }
         let r = self.connect(p)?;
@@ -593,11 +591,16 @@ impl Inner {
         Err(Errno::AGAIN)
     }
 
+    /// Whether responses to peer `p` wait in the outbox (what follows must queue behind them).
+    fn queued_for(&self, p: usize) -> bool {
+        !self.outbox.is_empty() && self.outbox.iter().any(|(q, _)| *q == p)
+    }
+
     /// Sends a response; queues it when the peer's ring is full.
     fn respond(&mut self, p: usize, c: &Cmd) {
         let mut b = Box::new([0u8; CMD_SIZE]);
         c.encode(&mut b);
-        if !self.outbox.iter().any(|(q, _)| *q == p)
+        if !self.queued_for(p)
             && let Ok(r) = self.connect(p)
             && r.push(&b, Cmd::wire_len(&b))
         {
@@ -1852,15 +1855,13 @@ impl ShmEndpoint {
 
     /// The target cleared our RMA: copy it ourselves, report it (`OP_COPIED`) and complete.
     fn handle_cleared(&self, g: &mut Inner, p: usize, c: &Cmd) {
-        let Some(tx) = g.tx_ops.get_mut(c.op_id) else {
-            g.dropped += 1;
-            return;
+        let retry = match g.tx_ops.get_mut(c.op_id) {
+            Some(tx) if tx.peer == p && tx.may_copy.is_some() => tx.may_copy.take(),
+            _ => {
+                g.dropped += 1;
+                return;
+            }
         };
-        if tx.peer != p || tx.may_copy.is_none() {
-            g.dropped += 1;
-            return;
-        }
-        let retry = tx.may_copy.take();
         g.peers[p].uncleared = g.peers[p].uncleared.saturating_sub(1);
         let Some(tx) = g.tx_ops.get(c.op_id) else {
             return;
