@@ -77,7 +77,7 @@ pub fn srd_transport(data: &[u8]) {
                     d[0] = wire::VERSION;
                     d[4..8].copy_from_slice(&QKEY.to_le_bytes());
                     d[8..12].copy_from_slice(&peer_qkey(peer).to_le_bytes());
-                    wire::seal(&mut d);
+                    wire::seal(&mut d, op & 0x04 != 0);
                 }
                 let _ = t.handle_datagram(now, peer, &d, op & 0x10 != 0);
             }

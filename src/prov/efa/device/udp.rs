@@ -150,6 +150,8 @@ impl UdpDevice {
             rnr_retry: cfg.rnr_retry,
             rnr_timeout_interval_us: cfg.timeout_interval_us,
             rnr_max_timeout_us: cfg.max_timeout_us,
+            // Payloads are UDP's to protect (srd::wire), unless our injector damages them.
+            checksum_payloads: cfg.faults.is_some_and(|f| f.corrupt > 0.0),
             ..Config::default()
         };
         let timer = TimerFd::new()?;

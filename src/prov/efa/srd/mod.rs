@@ -65,6 +65,9 @@ pub struct Config {
     pub ack_delay: Time,
     /// Longest RNR back-off (`FI_EFA_MAX_TIMEOUT`, µs).
     pub rnr_max_timeout_us: u64,
+    /// Whether the checksum of what we send covers payloads too ([`wire::FLAG_PAYLOAD_CHECKED`]):
+    /// needed where something between us and the network may damage them (a fault injector).
+    pub checksum_payloads: bool,
 }
 
 impl Default for Config {
@@ -81,6 +84,7 @@ impl Default for Config {
             rnr_max_timeout_us: 1_000_000,
             ack_every: 2,
             ack_delay: 100 * US,
+            checksum_payloads: true,
         }
     }
 }
@@ -421,7 +425,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             src_qkey: self.cfg.qkey,
         }
         .emit(datagram);
-        wire::seal(datagram);
+        wire::seal(datagram, self.cfg.checksum_payloads);
     }
 
     /// Moves queued sends into the window while there is room.
@@ -456,7 +460,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 ack,
             }
             .emit(&mut datagram[..len]);
-            wire::seal(&mut datagram[..len]);
+            wire::seal(&mut datagram[..len], self.cfg.checksum_payloads);
             peer.slots.push_back(Slot {
                 wr_id,
                 datagram,
@@ -511,7 +515,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     fn ctrl_transmit(dest: A, r: Repr) -> Transmit<A> {
         let mut bytes = [0u8; wire::ACK_LEN];
         r.emit(&mut bytes);
-        wire::seal(&mut bytes[..r.buffer_len()]);
+        wire::seal(&mut bytes[..r.buffer_len()], false);
         Transmit::Ctrl {
             dest,
             bytes,

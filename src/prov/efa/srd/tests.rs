@@ -390,7 +390,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         ack: None,
     }
     .emit(&mut d);
-    wire::seal(&mut d);
+    wire::seal(&mut d, true);
     assert_eq!(t.handle_datagram(0, 1, &d, true), Arrival::Nothing);
     assert_eq!(t.stats().dropped_bad_qkey, 1);
     assert_eq!(t.handle_datagram(0, 1, &d[..7], true), Arrival::Nothing);
@@ -406,7 +406,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         ack: None,
     }
     .emit(&mut bad);
-    wire::seal(&mut bad);
+    wire::seal(&mut bad, true);
     bad[30] ^= 4;
     assert_eq!(t.handle_datagram(0, 1, &bad, true), Arrival::Nothing);
     assert_eq!(t.stats().dropped_malformed, 3);
@@ -418,7 +418,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         ack: None,
     }
     .emit(&mut d);
-    wire::seal(&mut d);
+    wire::seal(&mut d, true);
     assert!(matches!(
         t.handle_datagram(0, 1, &d, true),
         Arrival::Deliver { .. }
@@ -437,7 +437,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         ack: None,
     }
     .emit(&mut d);
-    wire::seal(&mut d);
+    wire::seal(&mut d, true);
     assert!(matches!(
         t.handle_datagram(0, 1, &d, true),
         Arrival::Deliver { .. }
@@ -451,7 +451,7 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
         sack: u64::MAX,
     }
     .emit(&mut a);
-    wire::seal(&mut a);
+    wire::seal(&mut a, true);
     assert_eq!(t.handle_datagram(0, 3, &a, true), Arrival::Nothing);
     assert_eq!(t.outstanding(), 0);
 }
