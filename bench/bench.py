@@ -116,6 +116,13 @@ class Bench:
         stdout, _ = self.pair(exe, row.environ(self.build), args, args)
         return float(stdout.splitlines()[1].split()[6])
 
+    def tagged_bw(self, row):
+        """Tagged bandwidth at 1 MiB, MB/s, one run: rdm_tagged_bw (windows of 64 fi_tsend)."""
+        exe = os.path.join(self.build, "fabtests", "rdm_tagged_bw")
+        args = row.prov + ["-S", "1m", "-I", "50" if self.quick else "1000"]
+        stdout, _ = self.pair(exe, row.environ(self.build), args, args)
+        return float(stdout.splitlines()[1].split()[4])
+
     def memory(self, row):
         """(KiB per endpoint, KiB for 1,000 AV entries, for 10,000) of one run: ep_memory."""
         exe = os.path.join(self.build, "bench", "ep_memory")
@@ -254,7 +261,7 @@ def main():
     runs = 1 if a.quick else 5
     b = Bench(os.path.abspath(a.build), a.quick)
     os.makedirs(a.out, exist_ok=True)
-    results, lat, gi, rate, mem, failures = {}, {}, {}, {}, {}, []
+    results, lat, gi, rate, tbw, mem, failures = {}, {}, {}, {}, {}, {}, []
 
     def attempt(what, fn):
         print(f"bench: {what}", file=sys.stderr, flush=True)
@@ -307,6 +314,8 @@ def main():
             lat[(label, size)] = vals
     rate.update(interleaved([(r.label, f"{r.label} tagged rate", lambda r=r: b.tagged_rate(r))
                              for r in live]))
+    tbw.update(interleaved([(r.label, f"{r.label} tagged 1 MiB", lambda r=r: b.tagged_bw(r))
+                            for r in live]))
     gi.update(interleaved([(r.label, f"{r.label} fi_getinfo", lambda r=r: b.getinfo(r))
                            for r in live]))
     for row in live:
@@ -365,6 +374,12 @@ def main():
     w("|" + "---|" * len(live))
     w("| " + " | ".join(cell(rate.get(r.label), 2) for r in live) + " |")
     w("")
+    w("## Tagged bandwidth at 1 MiB, MB/s (rdm_tagged_bw, window 64)")
+    w("")
+    w("| " + " | ".join(r.label for r in live) + " |")
+    w("|" + "---|" * len(live))
+    w("| " + " | ".join(cell(tbw.get(r.label)) for r in live) + " |")
+    w("")
     w("## fi_getinfo + fi_freeinfo, µs per call (one provider, FI_EP_RDM hints)")
     w("")
     w("| " + " | ".join(r.label for r in live) + " |")
@@ -411,6 +426,12 @@ def main():
         ("efa write vs raw UDP limit", bw(efa, "write", "1m"), med(limits["udp"] or []), 0.70,
          ">="),
         ("SRD transport alone vs raw UDP limit", med(bulk[0]), med(limits["udp"] or []), 0.80,
+         ">="),
+        ("efa tagged vs udp;ofi_rxd", med(tbw.get(efa) or []), med(tbw.get(rxd) or []), 10.0,
+         ">="),
+        ("efa tagged vs tcp;ofi_rxm", med(tbw.get(efa) or []), med(tbw.get(rxm) or []), 1.0,
+         ">="),
+        ("efa tagged vs raw UDP limit", med(tbw.get(efa) or []), med(limits["udp"] or []), 0.70,
          ">="),
         ("efa read vs tcp;ofi_rxm", bw(efa, "read", "1m"), bw(rxm, "read", "1m"), 1.0, ">="),
         ("shm read vs upstream shm", bw(shm, "read", "1m"), bw(ushm, "read", "1m"), 1.0, ">="),
