@@ -1,6 +1,6 @@
 //! CRC-32C (Castagnoli), with the SSE 4.2 instruction when the CPU has it. The software SRD
-//! protects every datagram with it: EFA's links check integrity in hardware, UDP's own checksum
-//! does not cover what a fault injector or a buggy peer puts in front of it.
+//! protects every header with it, and payloads where UDP's own checksum cannot (our fault
+//! injector damages datagrams before UDP sees them): see `prov::efa::srd::wire`.
 
 use std::sync::OnceLock;
 

@@ -100,8 +100,8 @@ impl Default for DeviceConfig {
     }
 }
 
-/// Most bytes of socket buffers one receive call fills: a batch is checked (its checksums)
-/// and handed up while it is still in the core's cache — 32 datagrams of 64 KiB on loopback
+/// Most bytes of socket buffers one receive call fills: a batch is checked and copied out
+/// by the RDM layer while it is still in the core's cache — 32 datagrams of 64 KiB on loopback
 /// would be 2 MiB, past a 1 MiB L2, and every check would read from L3 or memory.
 const RX_BATCH_BYTES: usize = 512 * 1024;
 
