@@ -65,7 +65,8 @@ pub struct Config {
     pub ack_delay: Time,
     /// Longest RNR back-off (`FI_EFA_MAX_TIMEOUT`, µs).
     pub rnr_max_timeout_us: u64,
-    /// Whether the checksum of what we send covers payloads too ([`wire::FLAG_PAYLOAD_CHECKED`]):
+    /// Whether the checksum of what we send covers payloads too (else
+    /// [`wire::FLAG_PAYLOAD_UNCHECKED`]):
     /// needed where something between us and the network may damage them (a fault injector).
     pub checksum_payloads: bool,
 }

@@ -20,11 +20,13 @@
 //! where the sender put it.
 //!
 //! The checksum (CRC-32C, `sys::checksum`) covers the header and a DATA_ACK's trailer, and the
-//! payload too when the sender sets [`FLAG_PAYLOAD_CHECKED`]: a damaged datagram is dropped
-//! like a lost one. Without the flag the payload's integrity is the network's: UDP's checksum,
-//! which the kernel verifies for datagrams from other hosts (as TCP's covers `tcp;ofi_rxm`),
-//! while loopback and veth pairs cannot damage them. The device sets the flag when its own
-//! fault injector may damage payloads. (Checking every payload cost each side about a tenth
+//! payload too unless the sender sets [`FLAG_PAYLOAD_UNCHECKED`]: a damaged datagram is
+//! dropped like a lost one. With the flag the payload's integrity is the network's: UDP's
+//! checksum, which the kernel verifies for datagrams from other hosts (as TCP's covers
+//! `tcp;ofi_rxm`), while loopback and veth pairs cannot damage them. The device sets it unless
+//! its own fault injector may damage payloads. (A flag for leaving payloads out, rather than
+//! one for putting them in, keeps datagrams of earlier builds, whose checksum covers everything
+//! and whose byte 2 is zero, valid.) (Checking every payload cost each side about a tenth
 //! of its time in bulk transfers: 64 KiB datagrams, 3.5 GB/s.)
 //!
 //! In the smoltcp style: [`Packet`] wraps bytes and `new_checked` guarantees that no accessor
@@ -46,8 +48,8 @@ pub const ACK_LEN: usize = 28;
 pub const RNR_LEN: usize = 20;
 /// The acknowledgement trailer of DATA_ACK.
 pub const ACK_TRAILER: usize = 12;
-/// Flag: the checksum covers the payload as well.
-pub const FLAG_PAYLOAD_CHECKED: u8 = 1;
+/// Flag: the checksum leaves the payload out.
+pub const FLAG_PAYLOAD_UNCHECKED: u8 = 1;
 
 mod field {
     use core::ops::Range;
@@ -178,9 +180,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         u32_at(b, field::CHECKSUM) == checksum(b, header_len(self.kind()))
     }
 
-    /// Whether the checksum covers the payload ([`FLAG_PAYLOAD_CHECKED`]).
+    /// Whether the checksum covers the payload (no [`FLAG_PAYLOAD_UNCHECKED`]).
     pub fn payload_checked(&self) -> bool {
-        self.buf.as_ref()[field::FLAGS] & FLAG_PAYLOAD_CHECKED != 0
+        self.buf.as_ref()[field::FLAGS] & FLAG_PAYLOAD_UNCHECKED == 0
     }
 }
 
@@ -198,7 +200,7 @@ fn header_len(kind: u8) -> usize {
 fn checksum(b: &[u8], hdr: usize) -> u32 {
     let (head, rest) = (&b[..field::CHECKSUM.start], &b[field::CHECKSUM.end..hdr]);
     let body = &b[hdr..];
-    if b[field::FLAGS] & FLAG_PAYLOAD_CHECKED == 0 {
+    if b[field::FLAGS] & FLAG_PAYLOAD_UNCHECKED != 0 {
         let trailer = match b[field::KIND] {
             KIND_DATA_ACK => &body[body.len().saturating_sub(ACK_TRAILER)..],
             _ => &[],
@@ -214,7 +216,7 @@ fn checksum(b: &[u8], hdr: usize) -> u32 {
 }
 
 /// Writes the checksum of a complete datagram (header emitted, payload in place), covering
-/// the payload if `payload_checked` ([`FLAG_PAYLOAD_CHECKED`]). A buffer shorter than its
+/// the payload if `payload_checked` (else it sets [`FLAG_PAYLOAD_UNCHECKED`]). A buffer shorter than its
 /// kind's header is left alone (it fails `new_checked` anyway).
 pub fn seal(buf: &mut [u8], payload_checked: bool) {
     let hdr = header_len(buf.get(field::KIND).copied().unwrap_or(KIND_DATA));
@@ -222,9 +224,9 @@ pub fn seal(buf: &mut [u8], payload_checked: bool) {
         return;
     }
     if payload_checked {
-        buf[field::FLAGS] |= FLAG_PAYLOAD_CHECKED;
+        buf[field::FLAGS] &= !FLAG_PAYLOAD_UNCHECKED;
     } else {
-        buf[field::FLAGS] &= !FLAG_PAYLOAD_CHECKED;
+        buf[field::FLAGS] |= FLAG_PAYLOAD_UNCHECKED;
     }
     let c = checksum(buf, hdr);
     buf[field::CHECKSUM].copy_from_slice(&c.to_le_bytes());
