@@ -327,9 +327,17 @@ fn deny_own_cma() {
 
 fn rma_scenario() {
     const ORDERED: usize = (3 << 20) - 400_000;
-    if std::env::var("SHM_TEST_DENY_OWN_CMA").ok() == role() {
+    // Which side's own cross-memory copies the kernel refuses: "client", "server" or "both".
+    let deny = std::env::var("SHM_TEST_DENY_OWN_CMA").ok();
+    if deny.is_some() && (deny == role() || deny.as_deref() == Some("both")) {
         deny_own_cma();
     }
+    // Writes of 1 MiB posted back to back, each over the last at another offset (so they cut
+    // the target's memory at different places), then a read of the span: the last write wins
+    // wherever they overlap.
+    const SHIFTED: [usize; 5] = [0, 100_000, 37, 300_001, 65_536];
+    const SHIFTED_AT: usize = 1 << 20;
+    const SHIFTED_LEN: usize = 1 << 20;
     let (n, peer) = setup();
     const LEN: usize = 3 << 20;
     if role().as_deref() == Some("server") {
@@ -364,6 +372,10 @@ fn rma_scenario() {
         want[LEN - 10..].copy_from_slice(&pattern(10, 4));
         want[ORDERED..ORDERED + 300_000].copy_from_slice(&pattern(300_000, 5));
         want[ORDERED..ORDERED + 100].copy_from_slice(&pattern(100, 6));
+        for (i, &off) in SHIFTED.iter().enumerate() {
+            let at = SHIFTED_AT + off;
+            want[at..at + SHIFTED_LEN].copy_from_slice(&pattern(SHIFTED_LEN, 20 + i as u8));
+        }
         assert!(target[..] == want[..], "target memory");
         assert_eq!(ro, &pattern(4096, 9)[..], "read-only region unchanged");
         // writedata produced a remote completion with the data.
@@ -426,6 +438,35 @@ fn rma_scenario() {
             back[..] == want[..],
             "write, write, read of one range in posted order"
         );
+        let mut bufs = Vec::new();
+        for (i, &off) in SHIFTED.iter().enumerate() {
+            let (s, v) = buf(SHIFTED_LEN);
+            s.copy_from_slice(&pattern(SHIFTED_LEN, 20 + i as u8));
+            let at = rma((SHIFTED_AT + off) as u64, SHIFTED_LEN, key);
+            n.rma(&[v], peer, &at, false, None, 10 + i).unwrap();
+            bufs.push(s);
+        }
+        let span = SHIFTED.iter().max().unwrap() + SHIFTED_LEN;
+        let (back, backv) = buf(span);
+        n.rma(
+            &[backv],
+            peer,
+            &rma(SHIFTED_AT as u64, span, key),
+            true,
+            None,
+            16,
+        )
+        .unwrap();
+        assert_eq!(n.wait_n(SHIFTED.len() + 1).len(), SHIFTED.len() + 1);
+        let mut want = pattern(LEN, 1)[SHIFTED_AT..SHIFTED_AT + span].to_vec();
+        for (i, &off) in SHIFTED.iter().enumerate() {
+            want[off..off + SHIFTED_LEN].copy_from_slice(&pattern(SHIFTED_LEN, 20 + i as u8));
+        }
+        assert!(
+            back[..] == want[..],
+            "overlapping writes, then a read, in posted order"
+        );
+        drop(bufs);
         // Refused: wrong key, past the end, no write access. Nothing is written.
         assert_eq!(
             write(vec![0xee; 16], rma(0, 16, key ^ 0x5555), None)
@@ -471,6 +512,10 @@ fn rma_scenario() {
             let mut want = pattern(LEN, 1);
             want[..100].copy_from_slice(&pattern(100, 2));
             want[1000..1000 + 200_000].copy_from_slice(&pattern(200_000, 3));
+            for (i, &o) in SHIFTED.iter().enumerate() {
+                let at = SHIFTED_AT + o;
+                want[at..at + SHIFTED_LEN].copy_from_slice(&pattern(SHIFTED_LEN, 20 + i as u8));
+            }
             assert!(s[..] == want[off..off + len], "read {off}+{len}");
         }
         let (_s, v) = buf(16);
@@ -511,6 +556,28 @@ fn rma_when_the_kernel_refuses_the_initiators_own_copies() {
     pair(
         "rma_when_the_kernel_refuses_the_initiators_own_copies",
         &[("SHM_TEST_DENY_OWN_CMA", "client")],
+    );
+}
+
+#[test]
+fn rma_when_the_kernel_refuses_the_targets_own_copies() {
+    if role().is_some() {
+        return rma_scenario();
+    }
+    pair(
+        "rma_when_the_kernel_refuses_the_targets_own_copies",
+        &[("SHM_TEST_DENY_OWN_CMA", "server")],
+    );
+}
+
+#[test]
+fn rma_when_the_kernel_refuses_every_copy_between_them() {
+    if role().is_some() {
+        return rma_scenario();
+    }
+    pair(
+        "rma_when_the_kernel_refuses_every_copy_between_them",
+        &[("SHM_TEST_DENY_OWN_CMA", "both")],
     );
 }
 

@@ -56,6 +56,9 @@ pub const OP_CLEARED: u8 = 9;
 /// The initiator copied a cleared RMA (`len` bytes; a read if `F_READ`, else a write, with CQ
 /// data if `F_CQ_DATA`): the target counts it and reports the CQ data.
 pub const OP_COPIED: u8 = 10;
+/// After an `OP_CLEARED` with `F_SHARED`: the target copied its blocks of op `op_id` (status 0)
+/// or could not (a positive `FI_E*`; EPERM or ENOSYS: the kernel refused it).
+pub const OP_PART: u8 = 11;
 
 /// Payload in the body.
 pub const PROTO_INLINE: u8 = 0;
@@ -79,6 +82,46 @@ pub const F_COMPARE: u16 = 1 << 5;
 pub const F_MAY_COPY: u16 = 1 << 6;
 /// On `OP_COPIED`: the copy was a read.
 pub const F_READ: u16 = 1 << 7;
+/// On `OP_CLEARED`: the copy is shared; the target copies its blocks ([`share_runs`]) itself
+/// and reports them with `OP_PART`, the initiator copies the others.
+pub const F_SHARED: u16 = 1 << 8;
+/// On an RMA sent again after the target shared its copy: copy only the initiator's blocks.
+pub const F_INITIATOR_BLOCKS: u16 = 1 << 9;
+
+/// Shared copies split the target's memory into blocks of this many bytes by address: the
+/// target copies the odd ones, the initiator the even ones, for every RMA. Each byte of
+/// target memory is thus always copied by the same side, and each side copies in posting
+/// order, so writes and reads of the same bytes keep their order (RAW, WAR, WAW). Splitting an
+/// operation's own bytes (first half, second half) would not: a later write's half could land
+/// before an earlier one's.
+pub const SHARE_BLOCK: u64 = 64 << 10;
+
+/// The runs `(offset, len)` of a transfer to or from the target ranges `target` (in transfer
+/// order) that the target copies (`target_side`) or the initiator does.
+pub fn share_runs(
+    target: impl IntoIterator<Item = Remote>,
+    target_side: bool,
+) -> Vec<(usize, usize)> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut off = 0usize;
+    for r in target {
+        let mut at = r.addr;
+        let end = r.addr.saturating_add(r.len as u64);
+        while at < end {
+            let block_end = (at / SHARE_BLOCK + 1).saturating_mul(SHARE_BLOCK).min(end);
+            let n = (block_end - at) as usize;
+            if ((at / SHARE_BLOCK) & 1 == 1) == target_side {
+                match runs.last_mut() {
+                    Some((o, l)) if *o + *l == off => *l += n,
+                    _ => runs.push((off, n)),
+                }
+            }
+            off += n;
+            at = block_end;
+        }
+    }
+    runs
+}
 
 /// Room for RMA target entries at the start of the body (4 × 24 bytes).
 pub const RMA_AREA: usize = 96;
@@ -177,7 +220,7 @@ impl Cmd {
     pub fn wire_len(b: &[u8; CMD_SIZE]) -> usize {
         match (b[0], b[1]) {
             (OP_MSG, PROTO_INLINE) => HDR + rd(b, 24).min(BODY as u64) as usize,
-            (OP_COPIED, _) => HDR,
+            (OP_COPIED | OP_PART, _) => HDR,
             _ => CMD_SIZE,
         }
     }
@@ -298,5 +341,36 @@ mod tests {
         assert_eq!(Cmd::wire_len(&b), CMD_SIZE);
         let d = Cmd::decode(&b);
         assert_eq!((d.aux, d.aux2), (1, 2));
+    }
+
+    #[test]
+    fn shared_copies_split_by_target_address() {
+        const B: u64 = SHARE_BLOCK;
+        let r = |addr, len| Remote { addr, len };
+        // One range from the middle of block 0 to the middle of block 3: the initiator takes
+        // blocks 0 and 2, the target 1 and 3; together every byte, once.
+        let one = [r(B / 2, 3 * B as usize)];
+        let half = (B / 2) as usize;
+        let b = B as usize;
+        assert_eq!(share_runs(one, false), [(0, half), (half + b, b)]);
+        assert_eq!(share_runs(one, true), [(half, b), (half + 2 * b, half)]);
+        // Two ranges: offsets run on across them, and adjacent pieces merge.
+        let two = [r(B + 10, 100), r(3 * B, 50), r(0, 20)];
+        assert_eq!(share_runs(two, true), [(0, 150)]);
+        assert_eq!(share_runs(two, false), [(150, 20)]);
+        // Whatever the ranges, the two sides cover the transfer exactly once.
+        let odd = [
+            r(7, 5 * B as usize + 3),
+            r(B * 9 - 1, 2),
+            r(u64::MAX - 10, 10),
+        ];
+        let total: usize = odd.iter().map(|x| x.len).sum();
+        let mut seen = vec![0u8; total];
+        for side in [true, false] {
+            for (o, n) in share_runs(odd, side) {
+                seen[o..o + n].iter_mut().for_each(|x| *x += 1);
+            }
+        }
+        assert!(seen.iter().all(|&x| x == 1));
     }
 }

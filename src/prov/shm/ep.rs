@@ -106,6 +106,14 @@ struct Peer {
     /// Those of them waiting for `OP_CLEARED`: another copy of ours may follow them (the
     /// target clears in ring order, and we copy in the order it clears).
     uncleared: u32,
+    /// The kernel refused our part of a shared copy (`F_SHARED`) with this peer: we share no
+    /// more (each side's blocks must keep being copied by that side, in order).
+    share_refused: bool,
+    /// One of our RMA commands sent again for the target to copy (our own copy was refused) is
+    /// not done yet; the next ones wait in `held_retries`. Serialized, because the target may
+    /// move them through bounce buffers, several of which would otherwise interleave.
+    retrying: bool,
+    held_retries: VecDeque<Box<Cmd>>,
 }
 
 /// Our operation waiting for a peer (an ACK, a GO, or bounce buffers to push data).
@@ -131,7 +139,26 @@ struct TxOp {
     may_copy: Option<Box<Cmd>>,
     /// Counted in its peer's `unordered`.
     unordered: bool,
+    /// Cleared with `F_SHARED`: our part is done (or refused); waiting for the target's.
+    shared: Option<Box<Shared>>,
+    /// Sent again for the target to copy ([`Peer::retrying`]).
+    retried: bool,
     cntr: CntrKind,
+}
+
+/// Our side of a shared copy (`F_SHARED`), between `OP_CLEARED` and the target's `OP_PART`.
+struct Shared {
+    /// The target's ranges.
+    theirs: Vec<Remote>,
+    /// How our blocks went.
+    ours: Result<()>,
+    /// The command, to send again if a side's copy is refused.
+    retry: Option<Box<Cmd>>,
+}
+
+/// Whether the kernel refused a cross-memory copy (rather than the memory being bad).
+fn refused(e: Errno) -> bool {
+    e == Errno::PERM || e == Errno::NOSYS
 }
 
 /// A segmented push: the sink's op, bytes sent, bytes the sink asked for.
@@ -506,6 +533,9 @@ impl Inner {
                     dead: false,
                     unordered: 0,
                     uncleared: 0,
+                    share_refused: false,
+                    retrying: false,
+                    held_retries: VecDeque::new(),
                 });
                 self.peers.len() - 1
             }
@@ -626,11 +656,66 @@ impl Inner {
         self.outbox = left;
     }
 
+    /// Our copy of a cleared RMA is done: report it to the target (`OP_COPIED`: it counts it
+    /// and reports CQ data) and complete.
+    fn copied(&mut self, p: usize, op_id: u64, read: bool, len: usize, cmd: Option<&Cmd>) {
+        let mut done = Cmd::new(OP_COPIED, self.token);
+        done.len = len as u64;
+        if read {
+            done.flags |= F_READ;
+        } else if let Some(rc) = cmd
+            && rc.flags & F_CQ_DATA != 0
+        {
+            done.flags |= F_CQ_DATA;
+            done.data = rc.data;
+        }
+        self.respond(p, &done);
+        if let Some(tx) = self.tx_ops.remove(op_id) {
+            self.release_order(&tx);
+            self.complete_tx(tx.context, tx.flags, tx.cq_flags, tx.len, tx.cntr);
+        }
+    }
+
+    /// A cleared RMA could not be copied: it fails (a target process gone since it answered
+    /// fails it as any dead peer does).
+    fn copy_failed(&mut self, op_id: u64, e: Errno) {
+        let e = if e.0 == libc::ESRCH {
+            Errno::CONNABORTED
+        } else {
+            e
+        };
+        if let Some(tx) = self.tx_ops.remove(op_id) {
+            self.release_order(&tx);
+            self.fail_tx(tx.context, tx.cq_flags, e, tx.cntr);
+        }
+    }
+
     /// An operation counted in its peer's `unordered` is done (or failed).
     fn release_order(&mut self, tx: &TxOp) {
         if tx.unordered {
             let peer = &mut self.peers[tx.peer];
             peer.unordered = peer.unordered.saturating_sub(1);
+        }
+        if tx.retried {
+            self.peers[tx.peer].retrying = false;
+            if let Some(next) = self.peers[tx.peer].held_retries.pop_front() {
+                self.peers[tx.peer].retrying = true;
+                self.respond(tx.peer, &next);
+            }
+        }
+    }
+
+    /// Sends an RMA command of ours again, for the target to copy (ours was refused), once the
+    /// previous such command to that peer is done.
+    fn send_retry(&mut self, p: usize, rc: Box<Cmd>) {
+        if let Some(tx) = self.tx_ops.get_mut(rc.op_id) {
+            tx.retried = true;
+        }
+        if self.peers[p].retrying {
+            self.peers[p].held_retries.push_back(rc);
+        } else {
+            self.peers[p].retrying = true;
+            self.respond(p, &rc);
         }
     }
 
@@ -733,6 +818,8 @@ impl ShmEndpoint {
             bounce: None,
             push: None,
             may_copy: None,
+            shared: None,
+            retried: false,
             unordered: false,
             cntr: CntrKind::Send,
         };
@@ -1143,6 +1230,8 @@ impl ShmEndpoint {
             bounce,
             push: None,
             may_copy: None,
+            shared: None,
+            retried: false,
             unordered: false,
             cntr,
         };
@@ -1257,6 +1346,8 @@ impl ShmEndpoint {
             bounce,
             push: None,
             may_copy: None,
+            shared: None,
+            retried: false,
             unordered: false,
             cntr: if op.kind == AtomicKind::Write {
                 CntrKind::Write
@@ -1330,6 +1421,7 @@ impl ShmEndpoint {
             OP_DATA => self.handle_data(g, p, c),
             OP_CLEARED => self.handle_cleared(g, p, c),
             OP_COPIED => self.handle_copied(g, c),
+            OP_PART => self.handle_part(g, p, c),
             _ => g.dropped += 1,
         }
     }
@@ -1359,6 +1451,9 @@ impl ShmEndpoint {
                     dead: false,
                     unordered: 0,
                     uncleared: 0,
+                    share_refused: false,
+                    retrying: false,
+                    held_retries: VecDeque::new(),
                 });
                 g.peers.len() - 1
             }
@@ -1561,8 +1656,15 @@ impl ShmEndpoint {
                 let remote = c
                     .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
                     .unwrap_or_default();
-                match cma::read_from(g.peers[p].pid, &dest, 0, &remote, 0, len) {
-                    Err(e) if e == Errno::PERM || e == Errno::NOSYS => Err(Errno::AGAIN),
+                // Sent again after a shared copy: our blocks are done (cmd::SHARE_BLOCK).
+                let r = if c.flags & F_INITIATOR_BLOCKS != 0 {
+                    let runs = share_runs(remotes(&dest), false);
+                    cma::transfer_runs(g.peers[p].pid, &dest, &remote, &runs, false)
+                } else {
+                    cma::read_from(g.peers[p].pid, &dest, 0, &remote, 0, len)
+                };
+                match r {
+                    Err(e) if refused(e) => Err(Errno::AGAIN),
                     r => r,
                 }
             }
@@ -1605,8 +1707,35 @@ impl ShmEndpoint {
         r.op_id = c.op_id;
         r.len = c.len;
         r.aux = ours.len() as u64;
-        r.put_iovs(0, &remotes(ours));
+        let ranges = remotes(ours);
+        r.put_iovs(0, &ranges);
+        // Our core would spin while the initiator copies: take our blocks of it (the kernel's
+        // copy between processes is bound per core, so two halves at once take half the time).
+        let runs = if g.peers[p].share_refused {
+            Vec::new()
+        } else {
+            share_runs(ranges.iter().copied(), true)
+        };
+        if runs.is_empty() {
+            g.respond(p, &r);
+            return true;
+        }
+        r.flags |= F_SHARED;
         g.respond(p, &r);
+        let theirs = c
+            .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
+            .unwrap_or_default();
+        let pid = g.peers[p].pid;
+        let copied = cma::transfer_runs(pid, ours, &theirs, &runs, c.op == OP_READ);
+        let mut part = Cmd::new(OP_PART, g.token);
+        part.op_id = c.op_id;
+        if let Err(e) = copied {
+            part.status = e.0;
+            if refused(e) {
+                g.peers[p].share_refused = true;
+            }
+        }
+        g.respond(p, &part);
         true
     }
 
@@ -1626,7 +1755,13 @@ impl ShmEndpoint {
             let remote = c
                 .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
                 .unwrap_or_default();
-            match cma::write_to(g.peers[p].pid, &src, 0, &remote, 0, len) {
+            let copied = if c.flags & F_INITIATOR_BLOCKS != 0 {
+                let runs = share_runs(remotes(&src), false);
+                cma::transfer_runs(g.peers[p].pid, &src, &remote, &runs, true)
+            } else {
+                cma::write_to(g.peers[p].pid, &src, 0, &remote, 0, len)
+            };
+            match copied {
                 Ok(()) => {
                     if let Some(cn) = &g.cntr.remote_read {
                         cn.complete(len);
@@ -1853,7 +1988,8 @@ impl ShmEndpoint {
         g.complete_tx(tx.context, tx.flags, tx.cq_flags, tx.len, tx.cntr);
     }
 
-    /// The target cleared our RMA: copy it ourselves, report it (`OP_COPIED`) and complete.
+    /// The target cleared our RMA: copy it ourselves (our blocks of it, if shared), report it
+    /// (`OP_COPIED`) and complete.
     fn handle_cleared(&self, g: &mut Inner, p: usize, c: &Cmd) {
         let retry = match g.tx_ops.get_mut(c.op_id) {
             Some(tx) if tx.peer == p && tx.may_copy.is_some() => tx.may_copy.take(),
@@ -1868,51 +2004,90 @@ impl ShmEndpoint {
         };
         let (read, len) = (tx.kind == TxKind::Read, tx.len);
         let theirs = c.iovs(0, c.aux as usize).unwrap_or_default();
+        let shared = c.flags & F_SHARED != 0;
+        let pid = g.peers[p].pid;
         let r = if theirs.iter().map(|t| t.len).sum::<usize>() != len || c.len as usize != len {
             Err(Errno::PROTO)
+        } else if shared {
+            let runs = share_runs(theirs.iter().copied(), false);
+            cma::transfer_runs(pid, &tx.iov, &theirs, &runs, !read)
         } else if read {
-            cma::read_from(g.peers[p].pid, &tx.iov, 0, &theirs, 0, len)
+            cma::read_from(pid, &tx.iov, 0, &theirs, 0, len)
         } else {
-            cma::write_to(g.peers[p].pid, &tx.iov, 0, &theirs, 0, len)
+            cma::write_to(pid, &tx.iov, 0, &theirs, 0, len)
         };
-        match r {
-            Ok(()) => {
-                let mut done = Cmd::new(OP_COPIED, g.token);
-                done.len = len as u64;
-                if read {
-                    done.flags |= F_READ;
-                } else if let Some(rc) = &retry
-                    && rc.flags & F_CQ_DATA != 0
-                {
-                    done.flags |= F_CQ_DATA;
-                    done.data = rc.data;
-                }
-                g.respond(p, &done);
-                if let Some(tx) = g.tx_ops.remove(c.op_id) {
-                    g.release_order(&tx);
-                    g.complete_tx(tx.context, tx.flags, tx.cq_flags, tx.len, tx.cntr);
-                }
+        if shared {
+            // The target may still be copying into or out of our buffer: whatever happened
+            // here, the operation ends when its OP_PART (next in our ring) says it is done.
+            if let Some(tx) = g.tx_ops.get_mut(c.op_id) {
+                tx.shared = Some(Box::new(Shared {
+                    theirs,
+                    ours: r,
+                    retry,
+                }));
             }
+            return;
+        }
+        match r {
+            Ok(()) => g.copied(p, c.op_id, read, len, retry.as_deref()),
             // The kernel refuses us: the target copies instead (or falls back to segments).
-            Err(e) if (e == Errno::PERM || e == Errno::NOSYS) && retry.is_some() => {
+            Err(e) if refused(e) && retry.is_some() => {
                 if let Some(mut rc) = retry {
                     rc.flags &= !F_MAY_COPY;
-                    g.respond(p, &rc);
+                    g.send_retry(p, rc);
                 }
             }
-            Err(e) => {
-                // A target process gone since it answered fails the operation as any dead
-                // peer does.
-                let e = if e.0 == libc::ESRCH {
-                    Errno::CONNABORTED
-                } else {
-                    e
-                };
-                if let Some(tx) = g.tx_ops.remove(c.op_id) {
-                    g.release_order(&tx);
-                    g.fail_tx(tx.context, tx.cq_flags, e, tx.cntr);
+            Err(e) => g.copy_failed(c.op_id, e),
+        }
+    }
+
+    /// The target's part of a shared copy: complete, or copy what a side could not.
+    fn handle_part(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let sh = match g.tx_ops.get_mut(c.op_id) {
+            Some(tx) if tx.peer == p => tx.shared.take(),
+            _ => None,
+        };
+        let Some(sh) = sh else {
+            g.dropped += 1;
+            return;
+        };
+        let Some(tx) = g.tx_ops.get(c.op_id) else {
+            return;
+        };
+        let (read, len) = (tx.kind == TxKind::Read, tx.len);
+        let Shared {
+            theirs,
+            ours,
+            retry,
+        } = *sh;
+        let target = if c.status == 0 {
+            Ok(())
+        } else {
+            Err(Errno(c.status))
+        };
+        match (ours, target) {
+            (Ok(()), Ok(())) => g.copied(p, c.op_id, read, len, retry.as_deref()),
+            // The kernel refused the target: its blocks are ours to copy too.
+            (Ok(()), Err(e)) if refused(e) => {
+                let runs = share_runs(theirs.iter().copied(), true);
+                match cma::transfer_runs(g.peers[p].pid, &tx.iov, &theirs, &runs, !read) {
+                    Ok(()) => g.copied(p, c.op_id, read, len, retry.as_deref()),
+                    Err(e) => g.copy_failed(c.op_id, e),
                 }
             }
+            // The kernel refused us: the target copies our blocks (its own are done); with
+            // both refused, everything (the target falls back to segments).
+            (Err(e), t) if refused(e) && t.err().is_none_or(refused) => match retry {
+                Some(mut rc) => {
+                    rc.flags &= !F_MAY_COPY;
+                    if t.is_ok() {
+                        rc.flags |= F_INITIATOR_BLOCKS;
+                    }
+                    g.send_retry(p, rc);
+                }
+                None => g.copy_failed(c.op_id, e),
+            },
+            (Err(e), _) | (Ok(()), Err(e)) => g.copy_failed(c.op_id, e),
         }
     }
 
@@ -2089,6 +2264,8 @@ impl ShmEndpoint {
             if peer.dead {
                 peer.unordered = 0;
                 peer.uncleared = 0;
+                peer.retrying = false;
+                peer.held_retries.clear();
                 dead.push(i);
             }
         }
