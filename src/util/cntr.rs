@@ -1,10 +1,10 @@
 //! Counters (fi_cntr(3)).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::provider::Progress;
+use super::provider::{Progress, Sources};
 use super::wait::WaitObj;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
@@ -20,7 +20,7 @@ pub struct Cntr {
     attr: CntrAttr,
     value: AtomicU64,
     err: AtomicU64,
-    sources: RwLock<Vec<Weak<dyn Progress>>>,
+    sources: Sources,
     wait: Option<WaitObj>,
 }
 
@@ -46,7 +46,7 @@ impl Cntr {
             attr: *attr,
             value: AtomicU64::new(0),
             err: AtomicU64::new(0),
-            sources: RwLock::new(Vec::new()),
+            sources: Sources::default(),
             wait,
         }))
     }
@@ -60,26 +60,23 @@ impl Cntr {
     }
 
     pub fn add_source(&self, source: Weak<dyn Progress>) {
-        let mut s = self.sources.write().unwrap_or_else(|e| e.into_inner());
-        s.retain(|w| w.strong_count() > 0);
-        if !s.iter().any(|w| Weak::ptr_eq(w, &source)) {
-            if let (Some(w), Some(fd)) = (&self.wait, source.upgrade().and_then(|p| p.wait_fd())) {
+        self.sources.add(source, |p| {
+            if let (Some(w), Some(fd)) = (&self.wait, p.wait_fd()) {
                 let _ = w.add_fd(fd);
             }
-            s.push(source);
-        }
+        });
     }
 
     /// Whether blocking on the wait fd is safe: every source can wake it.
     pub fn waitable(&self) -> bool {
-        let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-        s.iter()
-            .filter_map(Weak::upgrade)
+        self.sources
+            .live()
+            .iter()
             .all(|p| p.wait_fd().is_some() && p.wait_fd_complete())
     }
 
     pub fn progress(&self) {
-        super::provider::progress_all(&self.sources);
+        self.sources.progress_all();
     }
 
     /// Counts one completed operation of `bytes` bytes (provider side): +1, or +bytes for
@@ -169,13 +166,7 @@ impl Cntr {
             if spins < 256 {
                 std::thread::yield_now();
             } else {
-                let fds: Vec<_> = {
-                    let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-                    s.iter()
-                        .filter_map(Weak::upgrade)
-                        .filter_map(|p| p.wait_fd())
-                        .collect()
-                };
+                let fds = self.sources.wait_fds();
                 crate::sys::poll::wait_readable(&fds, 1);
             }
         }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::provider::Progress;
+use super::provider::{Progress, Sources};
 use super::wait::WaitObj;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
@@ -79,7 +79,7 @@ pub struct Cq {
     /// of `fi_cq_read` in a loop, reads this instead of taking the lock (two locked
     /// instructions).
     queued: AtomicUsize,
-    sources: RwLock<Vec<Weak<dyn Progress>>>,
+    sources: Sources,
     signaled: AtomicBool,
     wait: Option<WaitObj>,
     prov_strerror: RwLock<Option<ProvStrerror>>,
@@ -111,7 +111,7 @@ impl Cq {
             attr,
             queue: Mutex::new(VecDeque::with_capacity(attr.size.min(1 << 16))),
             queued: AtomicUsize::new(0),
-            sources: RwLock::new(Vec::new()),
+            sources: Sources::default(),
             signaled: AtomicBool::new(false),
             wait,
             prov_strerror: RwLock::new(None),
@@ -132,21 +132,18 @@ impl Cq {
 
     /// Registers an endpoint whose progress this CQ drives (on bind).
     pub fn add_source(&self, source: Weak<dyn Progress>) {
-        let mut s = self.sources.write().unwrap_or_else(|e| e.into_inner());
-        s.retain(|w| w.strong_count() > 0);
-        if !s.iter().any(|w| Weak::ptr_eq(w, &source)) {
-            if let (Some(w), Some(fd)) = (&self.wait, source.upgrade().and_then(|p| p.wait_fd())) {
+        self.sources.add(source, |p| {
+            if let (Some(w), Some(fd)) = (&self.wait, p.wait_fd()) {
                 let _ = w.add_fd(fd);
             }
-            s.push(source);
-        }
+        });
     }
 
     /// Whether blocking on the wait fd is safe: every source can wake it.
     pub fn waitable(&self) -> bool {
-        let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-        s.iter()
-            .filter_map(Weak::upgrade)
+        self.sources
+            .live()
+            .iter()
             .all(|p| p.wait_fd().is_some() && p.wait_fd_complete())
     }
 
@@ -164,7 +161,7 @@ impl Cq {
 
     /// Runs progress of every bound endpoint.
     pub fn progress(&self) {
-        super::provider::progress_all(&self.sources);
+        self.sources.progress_all();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
@@ -294,13 +291,7 @@ impl Cq {
             std::thread::yield_now();
             return;
         }
-        let fds: Vec<_> = {
-            let s = self.sources.read().unwrap_or_else(|e| e.into_inner());
-            s.iter()
-                .filter_map(Weak::upgrade)
-                .filter_map(|p| p.wait_fd())
-                .collect()
-        };
+        let fds = self.sources.wait_fds();
         let mut ms = 1;
         if let Some(d) = deadline {
             ms = ms.min(d.saturating_duration_since(Instant::now()).as_millis() as i32);

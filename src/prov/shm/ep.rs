@@ -21,8 +21,8 @@
 //! dies fails every operation waiting on it.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use super::cmd::*;
@@ -259,6 +259,82 @@ pub struct ShmEndpoint {
     flags: OpFlags,
     cma: bool,
     inner: Mutex<Inner>,
+    idle: Arc<IdleHint>,
+}
+
+/// Whether a progress call would find nothing to do, for pollers that have not locked the
+/// endpoint (see `util::provider::Idle`): set from `Inner` each time its lock is released.
+struct IdleHint {
+    state: AtomicU8,
+    /// Our region once enabled (kept here so that it can be looked at without the lock).
+    ring: OnceLock<Arc<Region>>,
+}
+
+/// Operations or responses of our own are pending: progress has work without input.
+const BUSY: u8 = 0;
+/// Progress has work only if a peer pushed a command (or we have slots to hand back).
+const WATCH_RING: u8 = 1;
+/// Not enabled, or closed: progress does nothing.
+const ASLEEP: u8 = 2;
+
+impl crate::util::provider::Idle for IdleHint {
+    fn idle(&self) -> bool {
+        match self.state.load(Ordering::Acquire) {
+            BUSY => false,
+            WATCH_RING => self.ring.get().is_none_or(|r| r.idle()),
+            _ => true,
+        }
+    }
+}
+
+impl Inner {
+    fn idle_state(&self) -> u8 {
+        if self.region.is_none() {
+            ASLEEP
+        } else if self.outbox.is_empty() && self.tx_ops.is_empty() && self.rx_ops.is_empty() {
+            WATCH_RING
+        } else {
+            BUSY
+        }
+    }
+}
+
+/// The endpoint's state, locked; on release it tells the idle hint what is left to do.
+struct Locked<'a> {
+    g: MutexGuard<'a, Inner>,
+    idle: &'a IdleHint,
+}
+
+impl core::ops::Deref for Locked<'_> {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.g
+    }
+}
+
+impl core::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.g
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        // Stored before the mutex is released: updates are ordered as the lock orders them.
+        self.idle
+            .state
+            .store(self.g.idle_state(), Ordering::Release);
+    }
+}
+
+impl Drop for ShmEndpoint {
+    /// An endpoint dropped without `fi_close` closes its region all the same (the idle hint,
+    /// which a CQ may keep a while longer, holds the mapping, not the region's life).
+    fn drop(&mut self) {
+        if let Some(r) = self.idle.ring.get() {
+            r.close();
+        }
+    }
 }
 
 /// Whether `FI_SHM_DISABLE_CMA` asks for the segmented path.
@@ -356,11 +432,18 @@ impl ShmEndpoint {
                 last_liveness: Instant::now(),
                 dropped: 0,
             }),
+            idle: Arc::new(IdleHint {
+                state: AtomicU8::new(ASLEEP),
+                ring: OnceLock::new(),
+            }),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> Locked<'_> {
+        Locked {
+            g: self.inner.lock().unwrap_or_else(|e| e.into_inner()),
+            idle: &self.idle,
+        }
     }
 
     /// Commands dropped because they were malformed, forged or for unknown operations.
@@ -552,35 +635,35 @@ impl Inner {
             .is_some_and(|pid| pid > 0 && !crate::sys::os::process_alive(pid))
     }
 
-    /// Maps a peer's region (lazily) and sends it our CONNECT once.
-    fn connect(&mut self, p: usize) -> Result<Arc<Region>> {
+    /// Maps a peer's region (lazily) and sends it our CONNECT once. Borrowed, not cloned: a
+    /// reference count's locked instruction right after a push would wait for the store to
+    /// the peer's ring to leave our core.
+    fn connect(&mut self, p: usize) -> Result<&Region> {
         if self.peers[p].dead {
             return Err(Errno::CONNABORTED);
         }
-        let r = match &self.peers[p].region {
-            Some(r) => r.clone(),
-            None => {
-                let r = Arc::new(
-                    Region::open(&region_name(&self.peers[p].addr)).map_err(|e| {
-                        if e != Errno::NOENT {
-                            e
-                        } else if Self::owner_gone(&self.peers[p].addr) {
-                            // Its region was cleaned up after it died: it never comes back.
-                            Errno::CONNABORTED
-                        } else {
-                            // Not created yet: the peer may still be starting (as upstream).
-                            Errno::AGAIN
-                        }
-                    })?,
-                );
-                let peer = &mut self.peers[p];
-                peer.token = r.token();
-                peer.pid = r.pid() as i32;
-                peer.region = Some(r.clone());
-                r
-            }
+        if self.peers[p].region.is_none() {
+            let r = Region::open(&region_name(&self.peers[p].addr)).map_err(|e| {
+                if e != Errno::NOENT {
+                    e
+                } else if Self::owner_gone(&self.peers[p].addr) {
+                    // Its region was cleaned up after it died: it never comes back.
+                    Errno::CONNABORTED
+                } else {
+                    // Not created yet: the peer may still be starting (as upstream).
+                    Errno::AGAIN
+                }
+            })?;
+            let peer = &mut self.peers[p];
+            peer.token = r.token();
+            peer.pid = r.pid() as i32;
+            peer.region = Some(Arc::new(r));
+        }
+        let peer = &self.peers[p];
+        let Some(r) = peer.region.as_deref() else {
+            return Err(Errno::CONNABORTED);
         };
-        if !self.peers[p].connected {
+        if !peer.connected {
             let mut c = Cmd::new(OP_CONNECT, self.token);
             let name = self.name.as_bytes();
             let n = name.len().min(BODY);
@@ -594,7 +677,8 @@ impl Inner {
             }
             self.peers[p].connected = true;
         }
-        Ok(r)
+        // Reborrowed after the flag above is set.
+        self.peers[p].region.as_deref().ok_or(Errno::CONNABORTED)
     }
 
     /// Pushes a data-path command; `AGAIN` if the ring is full, an error if the peer is gone.
@@ -608,9 +692,9 @@ impl Inner {
         if posted && (!passes || self.queued_for(p)) {
             return Err(Errno::AGAIN);
         }
-        let r = self.connect(p)?;
         let mut b = [0u8; CMD_SIZE];
         c.encode(&mut b);
+        let r = self.connect(p)?;
         if r.push(&b, Cmd::wire_len(&b)) {
             return Ok(());
         }
@@ -2345,11 +2429,23 @@ impl ShmEndpoint {
 
 impl Progress for ShmEndpoint {
     fn progress(&self) {
+        // Called directly by the efa endpoint we serve in peer mode, which has no hint.
+        if crate::util::provider::Idle::idle(&*self.idle) {
+            return;
+        }
         // A thread already progressing this endpoint does the work for everyone.
-        let Ok(mut g) = self.inner.try_lock() else {
+        let Ok(g) = self.inner.try_lock() else {
             return;
         };
+        let mut g = Locked {
+            g,
+            idle: &self.idle,
+        };
         self.progress_locked(&mut g);
+    }
+
+    fn idle_hint(&self) -> Option<Arc<dyn crate::util::provider::Idle>> {
+        Some(self.idle.clone())
     }
 }
 
@@ -2430,9 +2526,11 @@ impl Endpoint for ShmEndpoint {
                 break t;
             }
         };
-        let region = Region::create(&region_name(&g.name), token)?;
+        let region = Arc::new(Region::create(&region_name(&g.name), token)?);
+        // An endpoint is enabled once (`enabled` stays false after close).
+        let _ = self.idle.ring.set(region.clone());
         g.token = token;
-        g.region = Some(Arc::new(region));
+        g.region = Some(region);
         g.enabled = true;
         Ok(())
     }

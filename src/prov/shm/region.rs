@@ -329,6 +329,15 @@ impl Region {
         true
     }
 
+    /// Whether a poll would find nothing: no command waiting and no slot to hand back. Plain
+    /// loads, no locked instruction: any thread of the owner may ask, and a stale answer only
+    /// moves the work to the next poll.
+    pub fn idle(&self) -> bool {
+        let head = self.ring_ctl(1).load(Ordering::Relaxed);
+        head == self.released.load(Ordering::Relaxed)
+            && self.slot_seq(head as usize).load(Ordering::Acquire) != head.wrapping_add(1)
+    }
+
     /// Hands the slots popped since the last call back to producers (owner only). Deferred
     /// from `pop` to the next poll: the store goes to a line the producer holds, and doing it
     /// while the command is being handled would make the next locked instruction (a lock's
