@@ -4,8 +4,13 @@
  *   cma         cross-process single copy (process_vm_writev) bandwidth
  *   udp         raw UDP loopback goodput at a given datagram size (sendmmsg/recvmmsg, and
  *               UDP GSO when the kernel has it), between two processes
+ *   handoff     how long a store by one process takes to be seen by another spinning on it:
+ *               two processes pass a counter back and forth through two cache lines of a
+ *               shared page, <rounds> times; the floor of any shared-memory latency
  * Usage: limits memcpy <bytes> | cma <bytes> | udp <datagram bytes> [seconds]
- * Prints one line: "<name> <bytes> <GB/s>". Part of the fabric project.
+ *             | handoff <rounds>
+ * Prints one line: "<name> <bytes> <GB/s>" ("handoff <rounds> <ns per one-way handoff>").
+ * Part of the fabric project.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -211,10 +216,47 @@ static int bench_udp(size_t dgram, double secs)
 	return 0;
 }
 
+static int bench_handoff(long rounds)
+{
+	/* Two lines, one written by each side, so that each handoff moves one line one way. */
+	_Atomic long *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	_Atomic long *ping, *pong;
+	double t0, t;
+	pid_t pid;
+
+	if (page == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	ping = page;
+	pong = page + 64 / sizeof(long);
+	*ping = 0;
+	*pong = 0;
+	pid = fork();
+	if (pid == 0) {
+		for (long i = 1; i <= rounds; i++) {
+			while (*ping != i)
+				;
+			*pong = i;
+		}
+		_exit(0);
+	}
+	t0 = now();
+	for (long i = 1; i <= rounds; i++) {
+		*ping = i;
+		while (*pong != i)
+			;
+	}
+	t = now() - t0;
+	waitpid(pid, NULL, 0);
+	printf("handoff %ld %.1f\n", rounds, t / rounds / 2 * 1e9);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s memcpy|cma|udp <bytes> [seconds]\n", argv[0]);
+		fprintf(stderr, "usage: %s memcpy|cma|udp <bytes> [seconds] | handoff <rounds>\n", argv[0]);
 		return 2;
 	}
 	size_t n = strtoull(argv[2], NULL, 0);
@@ -224,6 +266,8 @@ int main(int argc, char **argv)
 		return bench_cma(n);
 	if (!strcmp(argv[1], "udp"))
 		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0);
+	if (!strcmp(argv[1], "handoff"))
+		return bench_handoff((long)n);
 	fprintf(stderr, "unknown measurement %s\n", argv[1]);
 	return 2;
 }
