@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use fabric::prov::efa::device::udp::{DeviceConfig, UdpDevice, discover};
 use fabric::prov::efa::device::{Completion, Device, HEADROOM};
+use fabric::sys::mem::IoVec;
 
 /// Datagrams in flight: enough to fill the window, few enough (8 MiB) to stay in the cache as
 /// the raw UDP measurement does.
@@ -83,7 +84,7 @@ fn main() {
             measured_from = Some((Instant::now(), received.load(Ordering::Relaxed)));
         }
         while let Some(buf) = free.pop() {
-            if let Err((_, buf)) = tx.post_send(dest, buf, mtu, 0) {
+            if let Err((_, buf)) = tx.post_send(dest, buf, mtu, IoVec::EMPTY, 0) {
                 free.push(buf);
                 break;
             }

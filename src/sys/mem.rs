@@ -131,6 +131,17 @@ impl IoVec {
         true
     }
 
+    /// The bytes of this memory, for as long as this value is borrowed (the send of a datagram
+    /// that ends with them: the application promised not to modify them meanwhile).
+    pub fn as_bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: valid for reads for `len` bytes for as long as this value is used
+        // (constructor contract); the slice borrows it.
+        unsafe { core::slice::from_raw_parts(self.base, self.len) }
+    }
+
     /// Runs `f` over the bytes of this memory. The slice must not escape `f`; the application
     /// promised not to modify the memory while the operation is pending.
     pub fn with_slice<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {

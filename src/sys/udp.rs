@@ -281,10 +281,11 @@ impl UdpSock {
         r as usize
     }
 
-    /// Sends datagrams (destination, bytes); returns how many the kernel took (the rest should
-    /// be retried: the socket buffer is full). Consecutive datagrams to one destination, each
-    /// as long as the first but the last (which may be shorter), go out as one GSO message.
-    pub fn send_batch(&self, items: &[(SocketAddr, &[u8])]) -> usize {
+    /// Sends datagrams (destination, bytes in two parts, either may be empty: a header and a
+    /// payload sent from where it lies); returns how many the kernel took (the rest should be
+    /// retried: the socket buffer is full). Consecutive datagrams to one destination, each as
+    /// long as the first but the last (which may be shorter), go out as one GSO message.
+    pub fn send_batch(&self, items: &[(SocketAddr, [&[u8]; 2])]) -> usize {
         let n = items.len().min(BATCH);
         if n == 0 {
             return 0;
@@ -294,11 +295,12 @@ impl UdpSock {
         let mut runs = [(0usize, 0usize, 0usize); BATCH];
         let mut nruns = 0;
         let mut i = 0;
+        let size = |i: usize| items[i].1[0].len() + items[i].1[1].len();
         while i < n {
-            let (dest, seg) = (items[i].0, items[i].1.len());
+            let (dest, seg) = (items[i].0, size(i));
             let (mut k, mut total) = (1, seg);
             while gso && seg > 0 && i + k < n && k < GSO_MAX_SEGMENTS && items[i + k].0 == dest {
-                let len = items[i + k].1.len();
+                let len = size(i + k);
                 if len > seg || len == 0 || total + len > GSO_MAX_BYTES {
                     break;
                 }
@@ -312,21 +314,33 @@ impl UdpSock {
             nruns += 1;
             i += k;
         }
-        let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+        // Each datagram's parts, in order; `first_iov[i]` is where item i's start (a GSO run's
+        // datagrams are one stream of iovecs, cut into segments by the kernel).
+        let mut iov: [libc::iovec; 2 * BATCH] = [libc::iovec {
             iov_base: core::ptr::null_mut(),
             iov_len: 0,
-        }; BATCH];
+        }; 2 * BATCH];
+        let mut first_iov = [0usize; BATCH + 1];
         // Only the headers, names and control blocks of the `nruns` messages are initialized:
         // zeroing all BATCH of them (7 KiB) cost more than a small datagram's whole send.
         let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; BATCH];
         let mut names = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; BATCH];
         let mut cmsgs = [const { MaybeUninit::<SegmentCmsg>::uninit() }; BATCH];
+        let mut k = 0;
         for (i, item) in items.iter().take(n).enumerate() {
-            iov[i] = libc::iovec {
-                iov_base: item.1.as_ptr() as *mut libc::c_void,
-                iov_len: item.1.len(),
-            };
+            first_iov[i] = k;
+            for (j, part) in item.1.iter().enumerate() {
+                // An empty datagram still needs one (empty) iovec; an empty tail none.
+                if j == 0 || !part.is_empty() {
+                    iov[k] = libc::iovec {
+                        iov_base: part.as_ptr() as *mut libc::c_void,
+                        iov_len: part.len(),
+                    };
+                    k += 1;
+                }
+            }
         }
+        first_iov[n] = k;
         let mut coalesced = false;
         for (g, &(first, count, seg)) in runs.iter().take(nruns).enumerate() {
             let name = names[g].write(
@@ -340,8 +354,8 @@ impl UdpSock {
                     unsafe { core::mem::zeroed() },
                 )
                 .msg_hdr;
-            h.msg_iov = &mut iov[first];
-            h.msg_iovlen = count;
+            h.msg_iov = &mut iov[first_iov[first]];
+            h.msg_iovlen = first_iov[first + count] - first_iov[first];
             h.msg_name = (name as *mut libc::sockaddr_storage).cast();
             h.msg_namelen = len;
             if count > 1 {
@@ -406,8 +420,10 @@ mod tests {
                 (Err(e), _) | (_, Err(e)) => panic!("bind {ip}: {e}"),
             };
             let msgs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100 + i as usize]).collect();
-            let items: Vec<(SocketAddr, &[u8])> =
-                msgs.iter().map(|m| (b.local_addr(), &m[..])).collect();
+            let items: Vec<(SocketAddr, [&[u8]; 2])> = msgs
+                .iter()
+                .map(|m| (b.local_addr(), [&m[..], &[]]))
+                .collect();
             assert_eq!(a.send_batch(&items), 5);
             let mut bufs = vec![vec![0u8; 2048]; 8];
             let mut out = Vec::new();
@@ -449,11 +465,23 @@ mod tests {
         msgs[19].truncate(300);
         msgs.push(vec![99; 1400]);
         msgs.push(vec![100; 1400]);
-        let mut items: Vec<(SocketAddr, &[u8])> = msgs[..20]
+        // Every other datagram in two parts (a header and a payload sent where it lies): the
+        // kernel cuts a run's iovecs into the datagrams that were meant.
+        fn parts(i: usize, m: &[u8]) -> [&[u8]; 2] {
+            let (head, tail) = m.split_at(if i.is_multiple_of(2) { m.len() } else { 40 });
+            [head, tail]
+        }
+        let mut items: Vec<(SocketAddr, [&[u8]; 2])> = msgs[..20]
             .iter()
-            .map(|m| (b.local_addr(), &m[..]))
+            .enumerate()
+            .map(|(i, m)| (b.local_addr(), parts(i, m)))
             .collect();
-        items.extend(msgs[20..].iter().map(|m| (c.local_addr(), &m[..])));
+        items.extend(
+            msgs[20..]
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (c.local_addr(), parts(i + 1, m))),
+        );
         assert_eq!(a.send_batch(&items), items.len());
         assert!(
             a.gso.load(Ordering::Relaxed),

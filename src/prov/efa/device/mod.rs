@@ -17,6 +17,7 @@ use std::os::fd::RawFd;
 
 use super::srd;
 use crate::core::Errno;
+use crate::sys::mem::IoVec;
 
 /// Bytes at the front of every send buffer reserved for the device's own header.
 pub const HEADROOM: usize = srd::wire::DATA_HEADER;
@@ -184,14 +185,16 @@ pub trait Device: Send {
     fn max_send(&self) -> usize;
     fn max_recv(&self) -> usize;
 
-    /// Sends `buf[HEADROOM..HEADROOM + len]` reliably to `dest`. The buffer comes back in the
-    /// completion. `AGAIN` when the send queue is full. The datagram may wait for the next
-    /// `poll` or `flush`, so that one system call carries several.
+    /// Sends `buf[HEADROOM..HEADROOM + len]` followed by `tail` (application memory sent from
+    /// where it lies, valid until the completion) reliably to `dest`. The buffer comes back in the completion. `AGAIN`
+    /// when the send queue is full. The datagram may wait for the next `poll` or `flush`, so
+    /// that one system call carries several.
     fn post_send(
         &mut self,
         dest: EfaAddr,
         buf: Vec<u8>,
         len: usize,
+        tail: IoVec,
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)>;
 

@@ -8,6 +8,7 @@ use super::faults::{Faults, Injector};
 use super::{Completion, DevError, Device, EfaAddr, HEADROOM, recv_buf_len};
 use crate::core::Errno;
 use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
+use crate::sys::mem::IoVec;
 
 /// A datagram on the simulated wire: (arrival, tie-break sequence, destination qpn, source qpn,
 /// bytes), ordered by arrival.
@@ -141,11 +142,11 @@ impl SimDevice {
     fn flush(&mut self) {
         while let Some(t) = self.t.poll_transmit() {
             match t {
-                Transmit::Data { dest, peer, seq } => {
-                    if let Some(b) = self.t.datagram(peer, seq) {
-                        self.net.send(self.addr.qpn, dest, b);
-                    }
-                }
+                Transmit::Data { dest, peer, seq } => match self.t.datagram(peer, seq) {
+                    Some([head, []]) => self.net.send(self.addr.qpn, dest, head),
+                    Some(parts) => self.net.send(self.addr.qpn, dest, &parts.concat()),
+                    None => {}
+                },
                 Transmit::Ctrl { dest, bytes, len } => {
                     self.net.send(self.addr.qpn, dest, &bytes[..len])
                 }
@@ -183,9 +184,10 @@ impl Device for SimDevice {
         dest: EfaAddr,
         buf: Vec<u8>,
         len: usize,
+        tail: IoVec,
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)> {
-        if len > self.mtu {
+        if len + tail.len() > self.mtu {
             return Err((Errno::MSGSIZE, buf));
         }
         if self.sends >= self.max_send {
@@ -202,6 +204,7 @@ impl Device for SimDevice {
             wr_id,
             buf,
             HEADROOM + len,
+            tail,
         );
         self.flush();
         Ok(())

@@ -17,6 +17,7 @@ use super::faults::{Faults, Injector};
 use super::{Completion, DevError, Device, EfaAddr, HEADROOM, recv_buf_len};
 use crate::core::{Errno, Result};
 use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
+use crate::sys::mem::IoVec;
 use crate::sys::netif::Iface;
 use crate::sys::poll::{Epoll, TimerFd};
 use crate::sys::udp::{BATCH, UdpSock};
@@ -315,7 +316,7 @@ impl UdpDevice {
             while let Some(t) = self.backlog.pop_front().or_else(|| self.t.poll_transmit()) {
                 let (dest, bytes) = match t {
                     Transmit::Data { dest, peer, seq } => match self.t.datagram(peer, seq) {
-                        Some(b) => (dest, b.to_vec()),
+                        Some(parts) => (dest, parts.concat()),
                         None => continue,
                     },
                     Transmit::Ctrl { dest, bytes, len } => (dest, bytes[..len].to_vec()),
@@ -331,7 +332,7 @@ impl UdpDevice {
                     break;
                 };
                 // Loss at the socket is acceptable here: the transport recovers.
-                self.sock.send_batch(&[(dest, &b[..])]);
+                self.sock.send_batch(&[(dest, [&b[..], &[]])]);
             }
             return;
         }
@@ -350,14 +351,14 @@ impl UdpDevice {
                 return;
             }
             let unspecified = SocketAddr::from(([0u8; 4], 0));
-            let mut items: [(SocketAddr, &[u8]); BATCH] = [(unspecified, &[]); BATCH];
+            let mut items: [(SocketAddr, [&[u8]; 2]); BATCH] = [(unspecified, [&[], &[]]); BATCH];
             let mut n = 0;
             for t in &batch {
                 let item = match t {
                     Transmit::Data { dest, peer, seq } => {
                         self.t.datagram(*peer, *seq).map(|b| (*dest, b))
                     }
-                    Transmit::Ctrl { dest, bytes, len } => Some((*dest, &bytes[..*len])),
+                    Transmit::Ctrl { dest, bytes, len } => Some((*dest, [&bytes[..*len], &[]])),
                 };
                 if let Some(item) = item {
                     items[n] = item;
@@ -392,7 +393,7 @@ impl UdpDevice {
         while let Some((dest, wr_id, buf)) = self.unreliable.pop_front() {
             if self.injector.is_some() {
                 self.inject(now, dest, &buf);
-            } else if self.sock.send_batch(&[(dest, &buf[..])]) == 0 {
+            } else if self.sock.send_batch(&[(dest, [&buf[..], &[]])]) == 0 {
                 self.unreliable.push_front((dest, wr_id, buf));
                 return;
             }
@@ -423,9 +424,10 @@ impl Device for UdpDevice {
         dest: EfaAddr,
         buf: Vec<u8>,
         len: usize,
+        tail: IoVec,
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)> {
-        if len > self.mtu {
+        if len + tail.len() > self.mtu {
             return Err((Errno::MSGSIZE, buf));
         }
         if self.sends >= self.max_send {
@@ -443,6 +445,7 @@ impl Device for UdpDevice {
             wr_id,
             buf,
             HEADROOM + len,
+            tail,
         );
         Ok(())
     }
@@ -641,7 +644,8 @@ mod tests {
                         .take(8)
                         .collect::<Vec<_>>(),
                 );
-                a.post_send(dest, buf, len.max(8), i as u64).unwrap();
+                a.post_send(dest, buf, len.max(8), IoVec::EMPTY, i as u64)
+                    .unwrap();
             }
             let mut out = Vec::new();
             let mut got = vec![false; N];
@@ -701,7 +705,7 @@ mod tests {
         };
         let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
         let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        a.post_send(b.addr(), vec![0; HEADROOM + 10], 10, 1)
+        a.post_send(b.addr(), vec![0; HEADROOM + 10], 10, IoVec::EMPTY, 1)
             .unwrap();
         let mut out = Vec::new();
         pump(&mut a, &mut b, &mut out, |o| !o.is_empty());
@@ -731,7 +735,8 @@ mod tests {
             },
             1,
         );
-        a.post_send(gone, vec![0; HEADROOM + 10], 10, 7).unwrap();
+        a.post_send(gone, vec![0; HEADROOM + 10], 10, IoVec::EMPTY, 7)
+            .unwrap();
         let mut out = Vec::new();
         let t = Instant::now();
         while out.is_empty() {

@@ -26,6 +26,8 @@ use std::ops::Range;
 
 use wire::{ACK_TRAILER, DATA_HEADER, Packet, Repr};
 
+use crate::sys::mem::IoVec;
+
 /// Nanoseconds on the caller's monotonic clock.
 pub type Time = u64;
 
@@ -145,9 +147,10 @@ pub enum Arrival {
 #[derive(Debug)]
 struct Slot {
     wr_id: u64,
-    /// The buffer as the caller gave it; the datagram is its first `len` bytes.
+    /// The buffer as the caller gave it; the datagram is its first `len` bytes, then `tail`.
     datagram: Vec<u8>,
     len: usize,
+    tail: IoVec,
     first_sent: Time,
     /// When it was last put on the wire (first send or retransmission).
     last_sent: Time,
@@ -172,7 +175,7 @@ struct Peer<A> {
     base: u32,
     slots: VecDeque<Slot>,
     /// Sends waiting for window room: (wr_id, buffer, datagram length).
-    queued: VecDeque<(u64, Vec<u8>, usize)>,
+    queued: VecDeque<(u64, Vec<u8>, usize, IoVec)>,
     cwnd: f64,
     ssthresh: f64,
     srtt: Option<Time>,
@@ -393,7 +396,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// `dest`; its completion carries `wr_id` and gives the buffer back.
     pub fn send(&mut self, now: Time, dest: PeerKey<A>, wr_id: u64, datagram: Vec<u8>) {
         let len = datagram.len();
-        self.send_prefix(now, dest, wr_id, datagram, len);
+        self.send_prefix(now, dest, wr_id, datagram, len, IoVec::EMPTY);
     }
 
     /// [`Transport::send`] of the first `len` bytes of `buf`. The buffer comes back whole in
@@ -405,17 +408,29 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         wr_id: u64,
         mut buf: Vec<u8>,
         len: usize,
+        mut tail: IoVec,
     ) {
-        let len = len.clamp(DATA_HEADER, buf.len().max(DATA_HEADER));
+        let mut len = len.clamp(DATA_HEADER, buf.len().max(DATA_HEADER));
         if buf.len() < len {
             buf.resize(len, 0);
+        }
+        if self.cfg.checksum_payloads && !tail.is_empty() {
+            // The checksum covers the payload: computed once, over bytes we hold (in place when
+            // the buffer has room, which may leave room for an ack trailer too).
+            let end = len + tail.len();
+            if buf.len() < end {
+                buf.resize(end, 0);
+            }
+            buf[len..end].copy_from_slice(tail.as_bytes());
+            len = end;
+            tail = IoVec::EMPTY;
         }
         let p = self.peer(dest, now);
         let peer = &mut self.peers[p];
         if !peer.busy() {
             peer.last_progress = now;
         }
-        peer.queued.push_back((wr_id, buf, len));
+        peer.queued.push_back((wr_id, buf, len, tail));
         self.fill_window(now, p);
     }
 
@@ -436,7 +451,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         while peer.in_flight() < (peer.cwnd as usize).max(1)
             && peer.in_flight() < self.cfg.max_window as usize
         {
-            let Some((wr_id, mut datagram, len)) = peer.queued.pop_front() else {
+            let Some((wr_id, mut datagram, len, tail)) = peer.queued.pop_front() else {
                 break;
             };
             let seq = peer.next_seq;
@@ -444,9 +459,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             if peer.slots.is_empty() {
                 peer.base = seq;
             }
-            // An ack we owe this peer rides along when the buffer has room for the trailer.
+            // An ack we owe this peer rides along when the buffer has room for the trailer
+            // (which ends the datagram: not after a tail).
             let mut len = len;
-            let ack = (peer.ack_due && len + ACK_TRAILER <= datagram.len()).then(|| {
+            let room = tail.is_empty() && len + ACK_TRAILER <= datagram.len();
+            let ack = (peer.ack_due && room).then(|| {
                 peer.acked();
                 len += ACK_TRAILER;
                 self.stats.acks_sent += 1;
@@ -461,11 +478,13 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 ack,
             }
             .emit(&mut datagram[..len]);
+            // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
             wire::seal(&mut datagram[..len], self.cfg.checksum_payloads);
             peer.slots.push_back(Slot {
                 wr_id,
                 datagram,
                 len,
+                tail,
                 first_sent: now,
                 last_sent: now,
                 due: now + peer.rto,
@@ -484,14 +503,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
     }
 
-    /// The bytes of an outstanding datagram named by a [`Transmit::Data`].
-    pub fn datagram(&self, peer: usize, seq: u32) -> Option<&[u8]> {
+    /// The bytes of an outstanding datagram named by a [`Transmit::Data`], in two parts: the
+    /// head in the caller's buffer and the tail in the caller's memory (often empty).
+    pub fn datagram(&self, peer: usize, seq: u32) -> Option<[&[u8]; 2]> {
         let p = self.peers.get(peer)?;
         let i = seq.wrapping_sub(p.base) as usize;
         p.slots
             .get(i)
             .filter(|s| !s.acked)
-            .map(|s| &s.datagram[..s.len])
+            .map(|s| [&s.datagram[..s.len], s.tail.as_bytes()])
     }
 
     /// Whether `poll_transmit` has anything (data or pending acknowledgements).
@@ -973,7 +993,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             }
         }
         peer.base = peer.next_seq;
-        for (wr_id, buf, _) in peer.queued.drain(..) {
+        for (wr_id, buf, _, _) in peer.queued.drain(..) {
             self.completions.push_back((wr_id, status, buf));
         }
         peer.cwnd = self.cfg.initial_window.min(self.cfg.max_window) as f64;
