@@ -451,7 +451,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         while peer.in_flight() < (peer.cwnd as usize).max(1)
             && peer.in_flight() < self.cfg.max_window as usize
         {
-            let Some((wr_id, mut datagram, len, tail)) = peer.queued.pop_front() else {
+            let Some((wr_id, mut datagram, mut len, mut tail)) = peer.queued.pop_front() else {
                 break;
             };
             let seq = peer.next_seq;
@@ -459,9 +459,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             if peer.slots.is_empty() {
                 peer.base = seq;
             }
-            // An ack we owe this peer rides along when the buffer has room for the trailer
-            // (which ends the datagram: not after a tail).
-            let mut len = len;
+            // An ack owed to this peer is the trailer, which ends the datagram: a tail that
+            // fits is copied in first. A request-response exchange (a pingpong) would otherwise
+            // leave every ack to wait `ack_delay` for a datagram that carries no tail.
+            if peer.ack_due && !tail.is_empty() && len + tail.len() + ACK_TRAILER <= datagram.len()
+            {
+                datagram[len..len + tail.len()].copy_from_slice(tail.as_bytes());
+                len += tail.len();
+                tail = IoVec::EMPTY;
+            }
             let room = tail.is_empty() && len + ACK_TRAILER <= datagram.len();
             let ack = (peer.ack_due && room).then(|| {
                 peer.acked();
