@@ -172,6 +172,18 @@ pub fn iov_len(iov: &[IoVec]) -> usize {
     iov.iter().map(|v| v.len).sum()
 }
 
+/// The bytes `[off, off + n)` of the list as one piece of memory, when they lie in one entry
+/// (what a zero-copy send can hand the kernel as it is).
+pub fn piece(iov: &[IoVec], mut off: usize, n: usize) -> Option<IoVec> {
+    for v in iov {
+        if off < v.len {
+            return v.sub(off, n);
+        }
+        off -= v.len;
+    }
+    None
+}
+
 /// Copies bytes of the list, starting at logical offset `off`, into `dst`; returns bytes copied.
 pub fn gather(iov: &[IoVec], mut off: usize, dst: &mut [u8]) -> usize {
     let mut done = 0;

@@ -53,7 +53,7 @@ const BULK_SEND_BYTES: usize = 8 << 20;
 /// Payloads at least this long go to the device as the application's memory, not copied
 /// into the packet (zero-copy send): the copy cost the sender as much as the kernel's own
 /// (perf at 1 MiB over loopback), while a short one costs less than the iovec it saves.
-const ZERO_COPY_MIN: usize = 4096;
+pub(super) const ZERO_COPY_MIN: usize = 4096;
 
 fn bulk_send_cap(mtu: usize) -> usize {
     (BULK_SEND_BYTES / mtu.max(1)).clamp(128, 1024)
@@ -165,14 +165,7 @@ impl Txe {
         if self.inject {
             return None;
         }
-        let mut start = 0;
-        for v in &self.iov {
-            if off < start + v.len() {
-                return v.sub(off - start, n);
-            }
-            start += v.len();
-        }
-        None
+        crate::sys::mem::piece(&self.iov, off, n)
     }
 }
 

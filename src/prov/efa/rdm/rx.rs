@@ -13,7 +13,7 @@ use crate::core::{Errno, Result};
 use crate::prov::efa::PROV_ERR_REMOTE_ACCESS;
 use crate::prov::efa::device::{EfaAddr, HEADROOM};
 use crate::prov::shm::Pending;
-use crate::sys::mem::{IoVec, gather, iov_len, scatter};
+use crate::sys::mem::{IoVec, gather, iov_len, piece, scatter};
 use crate::util::Progress;
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, MsgOp};
@@ -705,7 +705,10 @@ impl RdmEndpoint {
             let off = *sent;
             *sent += n;
             *window -= n;
-            let src = src.clone();
+            // Our registered memory goes out as it lies (zero-copy, as for sends). Memory the
+            // application unmapped under a pending read is refused by the kernel (EFAULT),
+            // which the transport takes for a lost datagram: the read fails, nothing crashes.
+            let piece = (n >= ZERO_COPY_MIN).then(|| piece(src, off, n)).flatten();
             let (peer, to) = (r.peer, r.send_id);
             let mut b = g.buf();
             let h = if first {
@@ -713,8 +716,17 @@ impl RdmEndpoint {
             } else {
                 pkt::write_ctsdata(&mut b[HEADROOM..], to, n as u64, off as u64, connid)
             };
-            gather(&src, off, &mut b[HEADROOM + h..HEADROOM + h + n]);
-            g.send_pkt(peer, b, h + n, Owner::Rx(id), n);
+            match piece {
+                Some(tail) => g.send_pkt_tail(peer, b, h, tail, Owner::Rx(id), n),
+                None => {
+                    if let Some(r) = g.rxes.get(id)
+                        && let RxKind::Read { src, .. } = &r.kind
+                    {
+                        gather(src, off, &mut b[HEADROOM + h..HEADROOM + h + n]);
+                    }
+                    g.send_pkt(peer, b, h + n, Owner::Rx(id), n);
+                }
+            }
             if n == 0 {
                 return;
             }
