@@ -101,6 +101,42 @@ impl Epoll {
         };
     }
 
+    /// Watches `fd` for readability once (`EPOLLONESHOT`), reported with `token`: the first
+    /// time it is readable, from now on (readable already counts), one event; then nothing until
+    /// it is watched again.
+    pub fn watch_once(&self, fd: RawFd, token: u64) -> Result<()> {
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLONESHOT) as u32,
+            u64: token,
+        };
+        for op in [libc::EPOLL_CTL_MOD, libc::EPOLL_CTL_ADD] {
+            // SAFETY: `ev` is a valid epoll_event for the duration of the call.
+            if unsafe { libc::epoll_ctl(self.0.as_raw_fd(), op, fd, &mut ev) } == 0 {
+                return Ok(());
+            }
+            if std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
+                break;
+            }
+        }
+        Err(Errno::last_os())
+    }
+
+    /// Waits for members to be readable; writes the tokens of those that are (as given to
+    /// `watch_once`, or the fd for `add`) into `out` and returns how many.
+    pub fn wait_tokens(&self, out: &mut [u64], timeout_ms: i32) -> usize {
+        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 16];
+        let max = out.len().min(ev.len());
+        // SAFETY: `ev` is a valid array of at least `max` events for the kernel to fill.
+        let n = unsafe {
+            libc::epoll_wait(self.0.as_raw_fd(), ev.as_mut_ptr(), max as i32, timeout_ms)
+        };
+        let n = n.max(0) as usize;
+        for (o, e) in out.iter_mut().zip(&ev[..n]) {
+            *o = e.u64;
+        }
+        n
+    }
+
     /// Waits until a member is readable; returns whether one was.
     pub fn wait(&self, timeout_ms: i32) -> bool {
         let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 8];
@@ -137,6 +173,27 @@ mod tests {
         assert!(e.drain());
         assert!(!p.wait(0));
         assert!(!e.drain());
+    }
+
+    #[test]
+    fn watched_once_reports_once_until_watched_again() {
+        let e = EventFd::new().unwrap();
+        let p = Epoll::new().unwrap();
+        let mut out = [0u64; 4];
+        p.watch_once(e.raw(), 77).unwrap();
+        assert_eq!(p.wait_tokens(&mut out, 0), 0);
+        e.signal();
+        assert_eq!(p.wait_tokens(&mut out, 0), 1);
+        assert_eq!(out[0], 77);
+        // Still readable, but reported once.
+        assert_eq!(p.wait_tokens(&mut out, 0), 0);
+        // Watching again a member that is readable already reports it at once.
+        p.watch_once(e.raw(), 78).unwrap();
+        assert_eq!(p.wait_tokens(&mut out, 0), 1);
+        assert_eq!(out[0], 78);
+        assert!(e.drain());
+        p.watch_once(e.raw(), 79).unwrap();
+        assert_eq!(p.wait_tokens(&mut out, 0), 0);
     }
 }
 

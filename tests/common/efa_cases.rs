@@ -691,3 +691,47 @@ fn a_cq_is_waitable_only_when_its_fd_tells_of_everything() {
     let (a, _b, _, _) = pair();
     assert_eq!(a.cq.waitable(), SHM_TRANSFER == "0");
 }
+
+/// With local peers through shm, an endpoint whose device has been quiet leaves it alone on
+/// its polls (`rdm::quiet`): a datagram from a peer that must use the device (c may not use
+/// shared memory) still gets in, each time after a quiet spell, because a thread watches the
+/// quiet device and tells the endpoint to look. (With local peers through the device, nothing
+/// is quiet and every poll looks.)
+#[test]
+fn a_quiet_device_still_hears_from_the_network() {
+    let b = lo_node(CAPS, |_| ());
+    let c = lo_node(CAPS, |ep| {
+        ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+            .unwrap()
+    });
+    let cb = c.insert_hex(&b.name_hex());
+    let quiet = || {
+        b.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .expect("an efa RDM endpoint")
+            .device_quiet_state()
+    };
+    for i in 0..4u8 {
+        // A quiet spell: b polls, nothing arrives.
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(20) {
+            b.cq.progress();
+            c.cq.progress();
+        }
+        assert_eq!(
+            quiet(),
+            if SHM_TRANSFER == "1" { (true, true) } else { (false, false) },
+            "b's device after a quiet spell"
+        );
+        let (d, dv) = buf(3000);
+        let (s, sv) = buf(3000);
+        s.copy_from_slice(&pattern(3000, 40 + i));
+        b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 70, 0), false)
+            .unwrap();
+        c.ep.send(&msg(&[sv], cb, 0, 71, 0), false).unwrap();
+        let r = wait_ok(&b, &c);
+        assert_eq!((r.op_context, r.len), (70, 3000));
+        assert!(d == &pattern(3000, 40 + i)[..], "message {i} intact");
+        assert_eq!(wait_ok(&c, &b).op_context, 71);
+    }
+}

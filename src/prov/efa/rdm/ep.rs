@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
 use super::pkt::{self, ReqHdr, RmaIov};
+use super::quiet::{DEVICE_QUIET, QUIET_POLL_PERIOD, Quiet};
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::device::{Completion, DevError, Device, EfaAddr, HEADROOM};
@@ -26,6 +27,7 @@ use crate::util::cntr::Cntr;
 use crate::util::cq::{Cq, CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, RmaOp};
 use crate::util::hash::U64Map;
+use crate::util::provider::Idle;
 use crate::util::rxq::{MAX_IOV, SharedRxQueue};
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
@@ -70,14 +72,6 @@ pub(super) enum Parked {
 
 /// Receive buffers posted to the device at first (it grows to `Inner::rx_max` under load).
 const RX_START: usize = 64;
-/// While shm carries the traffic and the device has been quiet for `DEVICE_QUIET`, the device
-/// (a system call per look) is polled at most every `QUIET_POLL_PERIOD` instead of on every
-/// progress call: an application spinning on its CQ for shm messages otherwise spends most of
-/// its time in empty `recvmmsg` calls (fi_pingpong -p efa, 8 B: 1.35 µs per message vs 0.33
-/// over shm). The first datagram after a quiet spell is seen at most that much later.
-const DEVICE_QUIET: std::time::Duration = std::time::Duration::from_millis(1);
-const QUIET_POLL_PERIOD: std::time::Duration = std::time::Duration::from_micros(5);
-
 #[derive(Default)]
 pub(super) struct Counters {
     pub send: Option<Arc<Cntr>>,
@@ -340,6 +334,19 @@ impl Drop for Locked<'_> {
     /// if the application makes no further call (`ack_timer`).
     fn drop(&mut self) {
         let g = &mut *self.0;
+        // Published before the mutex is released: updates are ordered as the lock orders them.
+        // Entering quiet, the device's timers are armed on its fd and the fd is watched
+        // (`quiet`): nothing else looks at the device until then.
+        let quiet =
+            g.shm_on && g.dev_idle && g.txes.is_empty() && g.rxes.is_empty() && g.queued.is_empty();
+        if quiet && (!g.was_quiet || !g.watching) {
+            g.dev.prepare_wait();
+            if !g.watching {
+                g.watching = g.quiet.watch(g.dev.wait_fd());
+            }
+        }
+        g.was_quiet = quiet;
+        g.quiet.publish(quiet, g.watching);
         if g.dev.flush() {
             if !super::ack_timer::keeping_allowed() {
                 g.dev.flush_all();
@@ -391,8 +398,14 @@ pub(super) struct Inner {
     pub dev_heard: Instant,
     /// The device has given nothing for `DEVICE_QUIET`.
     pub dev_idle: bool,
-    /// Progress calls that skipped the device (the clock is read only on every 8th).
-    pub quiet_calls: u32,
+    /// Local peers go through shm (`RdmEndpoint::shm_on`, as the lock sees it).
+    pub shm_on: bool,
+    /// What pollers see without the lock (`Locked::drop` keeps it).
+    pub quiet: Arc<Quiet>,
+    /// Quiet as of the last release of the lock.
+    pub was_quiet: bool,
+    /// The watcher watches the device (until it reports it readable).
+    pub watching: bool,
 }
 
 pub struct RdmEndpoint {
@@ -407,6 +420,8 @@ pub struct RdmEndpoint {
     pub(super) shm: Option<Arc<ShmEndpoint>>,
     pub(super) shm_on: AtomicBool,
     pub(super) shm_permitted: AtomicBool,
+    /// `Inner::quiet`, readable without the lock.
+    quiet: Arc<Quiet>,
 }
 
 impl RdmEndpoint {
@@ -439,6 +454,7 @@ impl RdmEndpoint {
         let rx_max = (knobs.rx_size.max(64) * 8192 / mtu.max(1))
             .clamp(64, 1024)
             .min(dev.max_recv());
+        let quiet = Quiet::new(shm.as_ref().and_then(|s| s.idle_hint()));
         Arc::new_cyclic(|me| RdmEndpoint {
             me: me.clone(),
             domain,
@@ -447,6 +463,7 @@ impl RdmEndpoint {
             wait_fd,
             shm,
             shm_on: AtomicBool::new(false),
+            quiet: quiet.clone(),
             shm_permitted: AtomicBool::new(true),
             inner: Mutex::new(Inner {
                 dev,
@@ -480,7 +497,10 @@ impl RdmEndpoint {
                 dev_polled: Instant::now(),
                 dev_heard: Instant::now(),
                 dev_idle: false,
-                quiet_calls: 0,
+                shm_on: false,
+                quiet,
+                was_quiet: false,
+                watching: false,
             }),
         })
     }
@@ -509,6 +529,13 @@ impl RdmEndpoint {
 
     pub fn device_stats(&self) -> crate::prov::efa::srd::Stats {
         self.lock().dev.stats()
+    }
+
+    /// Whether polls now leave the device alone (`quiet`), and whether the watcher watches it
+    /// (else it is still looked at every `QUIET_POLL_PERIOD`).
+    pub fn device_quiet_state(&self) -> (bool, bool) {
+        let g = self.lock();
+        (g.was_quiet, g.watching)
     }
 }
 
@@ -593,10 +620,10 @@ impl Inner {
 }
 
 impl Inner {
-    /// Nothing of ours is in the device, it has given nothing for `DEVICE_QUIET`, and it was
-    /// polled less than `QUIET_POLL_PERIOD` ago: this progress call may skip it. (Reading the
-    /// clock costs as much as the rest of a call that finds nothing, so 7 calls in 8 skip
-    /// without it.)
+    /// Nothing of ours is in the device, it has given nothing for `DEVICE_QUIET`, and the
+    /// watcher has not seen it readable (or, unwatched, it was looked at less than
+    /// `QUIET_POLL_PERIOD` ago): this progress call may skip it. (Most calls skip before the
+    /// lock: `Quiet::skip`.)
     fn device_quiet(&mut self) -> bool {
         if !self.dev_idle
             || !self.txes.is_empty()
@@ -605,8 +632,15 @@ impl Inner {
         {
             return false;
         }
-        self.quiet_calls = self.quiet_calls.wrapping_add(1);
-        !self.quiet_calls.is_multiple_of(8) || self.dev_polled.elapsed() < QUIET_POLL_PERIOD
+        if self.watching {
+            if !self.quiet.take_input() {
+                return true;
+            }
+            // Its watch ended: watched again when the lock is released, if still quiet.
+            self.watching = false;
+            return false;
+        }
+        self.dev_polled.elapsed() < QUIET_POLL_PERIOD
     }
 }
 
@@ -1656,6 +1690,9 @@ impl Progress for RdmEndpoint {
     fn progress(&self) {
         if let Some(shm) = self.shm() {
             shm.progress();
+            if self.quiet.skip() {
+                return;
+            }
         }
         // Another thread holding the lock is progressing already.
         let Ok(g) = self.inner.try_lock() else {
@@ -1667,6 +1704,10 @@ impl Progress for RdmEndpoint {
             return;
         }
         self.progress_locked(&mut g);
+    }
+
+    fn idle_hint(&self) -> Option<Arc<dyn Idle>> {
+        Some(self.quiet.clone())
     }
 
     /// Asked right before a wait on the fd (CQ and counter waits, `fi_trywait`): the device
@@ -1772,7 +1813,10 @@ impl Endpoint for RdmEndpoint {
             && self.shm_permitted.load(Ordering::Acquire)
         {
             match shm.enable() {
-                Ok(()) => self.shm_on.store(true, Ordering::Release),
+                Ok(()) => {
+                    self.shm_on.store(true, Ordering::Release);
+                    g.shm_on = true;
+                }
                 Err(e) => crate::fi_warn!(
                     "efa",
                     crate::core::log::Subsys::EpCtrl,
@@ -1864,6 +1908,9 @@ impl Endpoint for RdmEndpoint {
     fn close(&self) -> Result<()> {
         let mut g = self.lock();
         g.enabled = false;
+        g.shm_on = false;
+        g.quiet.forget(g.dev.wait_fd());
+        g.watching = false;
         if let Some(shm) = &self.shm {
             self.shm_on.store(false, Ordering::Release);
             shm.close()?;

@@ -5,6 +5,7 @@ mod ack_timer;
 mod ep;
 mod local;
 pub mod pkt;
+mod quiet;
 mod rx;
 
 pub use ep::RdmEndpoint;
