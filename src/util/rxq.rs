@@ -20,7 +20,6 @@ pub const MAX_IOV: usize = 4;
 pub struct Recv {
     pub iov: [IoVec; MAX_IOV],
     pub iov_count: usize,
-    pub desc: [usize; MAX_IOV],
     /// Source filter (`FI_ADDR_UNSPEC`: any).
     pub src: u64,
     pub tag: u64,
@@ -36,19 +35,10 @@ pub struct Recv {
 }
 
 impl Recv {
-    pub fn new(
-        iov: &[IoVec],
-        desc: &[usize],
-        src: u64,
-        tag: u64,
-        ignore: u64,
-        context: usize,
-        flags: u64,
-    ) -> Recv {
+    pub fn new(iov: &[IoVec], src: u64, tag: u64, ignore: u64, context: usize, flags: u64) -> Recv {
         let mut r = Recv {
             iov: [IoVec::EMPTY; MAX_IOV],
             iov_count: iov.len().min(MAX_IOV),
-            desc: [0; MAX_IOV],
             src,
             tag,
             ignore,
@@ -58,9 +48,6 @@ impl Recv {
             released: false,
         };
         r.iov[..r.iov_count].copy_from_slice(&iov[..r.iov_count]);
-        for (d, s) in r.desc.iter_mut().zip(desc) {
-            *d = *s;
-        }
         r
     }
 
@@ -451,7 +438,7 @@ mod tests {
     }
 
     fn recv(src: u64, tag: u64, ignore: u64, ctx: usize, flags: u64) -> Recv {
-        Recv::new(&[buf(64)], &[], src, tag, ignore, ctx, flags)
+        Recv::new(&[buf(64)], src, tag, ignore, ctx, flags)
     }
 
     fn unexp(src: u64, tag: u64, payload: u32) -> Unexpected<u32> {

@@ -317,7 +317,7 @@ impl Endpoint for DgramEndpoint {
             FI_ADDR_UNSPEC
         };
         g.recvs
-            .push_back(Recv::new(op.iov, op.desc, src, 0, 0, op.context, flags));
+            .push_back(Recv::new(op.iov, src, 0, 0, op.context, flags));
         self.progress_locked(&mut g);
         Ok(())
     }

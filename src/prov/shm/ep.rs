@@ -950,7 +950,7 @@ impl ShmEndpoint {
         if src != FI_ADDR_UNSPEC && g.rxq.lock().has_unknown_sources() {
             self.resolve_sources(&mut g);
         }
-        let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
+        let recv = Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
             // A peek looks at what has arrived: take in what is waiting in the ring first.
             self.progress_locked(&mut g);

@@ -48,7 +48,7 @@ impl RdmEndpoint {
         if src != FI_ADDR_UNSPEC && g.rxq.lock().has_unknown_sources() {
             self.resolve_sources(&mut g);
         }
-        let recv = Recv::new(op.iov, op.desc, src, op.tag, op.ignore, op.context, flags);
+        let recv = Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
         if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
             // A peek looks at what has arrived: take in what the device and shm hold first.
             if let Some(shm) = self.shm() {
@@ -193,7 +193,7 @@ impl RdmEndpoint {
         if let Some(r) = g.rxes.get_mut(id) {
             r.discard = true;
         }
-        let recv = Recv::new(&[], &[], FI_ADDR_UNSPEC, 0, 0, 0, 0);
+        let recv = Recv::new(&[], FI_ADDR_UNSPEC, 0, 0, 0, 0);
         self.deliver(g, id, recv);
     }
 
