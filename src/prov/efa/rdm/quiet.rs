@@ -138,7 +138,11 @@ impl Watcher {
     }
 
     fn watch(&self, q: &Arc<Quiet>, fd: RawFd) -> bool {
-        self.eps().insert(q.token, Arc::downgrade(q));
+        let mut eps = self.eps();
+        // Endpoints dropped without fi_close (their fds closed, so out of the epoll set).
+        eps.retain(|_, w| w.strong_count() > 0);
+        eps.insert(q.token, Arc::downgrade(q));
+        drop(eps);
         self.epoll.watch_once(fd, q.token).is_ok()
     }
 
