@@ -2,6 +2,7 @@
 //! map that `FI_SOURCE` needs. The provider supplies the address format through [`AddrCodec`].
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::abi::consts::*;
@@ -55,6 +56,10 @@ pub struct Av {
     attr: AvAttr,
     codec: Arc<dyn AddrCodec>,
     table: RwLock<Table>,
+    /// Entries removed so far: endpoints that keep `fi_addr_t`s resolved (to their peers, as
+    /// sources) look at it before trusting them, since a removed index may be given to another
+    /// address by the next insert.
+    removals: AtomicU64,
 }
 
 impl std::fmt::Debug for Av {
@@ -93,6 +98,7 @@ impl Av {
             attr,
             codec,
             table: RwLock::new(Table::default()),
+            removals: AtomicU64::new(0),
         }))
     }
 
@@ -143,7 +149,14 @@ impl Av {
         };
         t.reverse.remove(&e.addr);
         t.free.push(idx);
+        self.removals.fetch_add(1, Ordering::Release);
         Ok(())
+    }
+
+    /// How many entries have been removed (see `removals`): while it is unchanged, what an
+    /// endpoint resolved through this AV still holds.
+    pub fn removals(&self) -> u64 {
+        self.removals.load(Ordering::Acquire)
     }
 
     /// The address stored at `fi_addr`.
@@ -230,8 +243,10 @@ mod tests {
         assert_eq!(av.reverse(&[5, 6, 7, 8]), Some(1));
         assert_eq!(av.source_id(1), 77);
         assert_eq!(av.insert(&[1], None), Err(Errno::INVAL));
+        assert_eq!(av.removals(), 0);
         av.remove(0).unwrap();
         assert_eq!(av.remove(0), Err(Errno::INVAL));
+        assert_eq!(av.removals(), 1, "a refused remove is not counted");
         assert_eq!(av.lookup(0), Err(Errno::INVAL));
         assert_eq!(av.lookup(u64::MAX), Err(Errno::INVAL));
         assert_eq!(av.insert(&[9, 9, 9, 9], None).unwrap(), 0);

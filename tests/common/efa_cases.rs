@@ -735,3 +735,48 @@ fn a_quiet_device_still_hears_from_the_network() {
         assert_eq!(wait_ok(&c, &b).op_context, 71);
     }
 }
+
+/// fi_av_remove, then an insert that reuses the index (fi_av(3): removed addresses may be
+/// reused): a send to the index goes to the new peer, a send to a removed index is refused,
+/// and a message from the removed peer no longer reports its old index as its source.
+#[test]
+fn a_removed_address_is_forgotten_and_its_index_reused() {
+    let a = lo_node(CAPS, |_| ());
+    let b = lo_node(CAPS, |_| ());
+    let c = lo_node(CAPS, |_| ());
+    let ab = a.insert_hex(&b.name_hex());
+    let ba = b.insert_hex(&a.name_hex());
+    let one = |from: &Node, to: &Node, dest: u64, seed: u8| {
+        let (d, dv) = buf(100);
+        let (s, sv) = buf(100);
+        s.copy_from_slice(&pattern(100, seed));
+        to.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 80, 0), false)
+            .unwrap();
+        from.ep.send(&msg(&[sv], dest, 0, 81, 0), false).unwrap();
+        let r = wait_ok(to, from);
+        assert!(d == &pattern(100, seed)[..]);
+        assert_eq!(wait_ok(from, to).op_context, 81);
+        r
+    };
+    assert_eq!(one(&b, &a, ba, 1).src_addr, ab);
+    one(&a, &b, ab, 2);
+    a.av.remove(ab).unwrap();
+    let (_s, sv) = buf(100);
+    assert_eq!(
+        a.ep.send(&msg(&[sv], ab, 0, 82, 0), false),
+        Err(Errno::INVAL),
+        "a send to a removed address"
+    );
+    // b is no longer in a's AV: its messages have no source index.
+    assert_eq!(one(&b, &a, ba, 3).src_addr, FI_ADDR_NOTAVAIL);
+    let ac = a.insert_hex(&c.name_hex());
+    assert_eq!(ac, ab, "the removed index is reused");
+    one(&a, &c, ac, 4);
+    assert_eq!(one(&b, &a, ba, 5).src_addr, FI_ADDR_NOTAVAIL);
+    // Nothing reached b meanwhile.
+    for _ in 0..100 {
+        b.cq.progress();
+    }
+    let mut got = None;
+    assert_eq!(b.cq.read(1, |e| got = Some(*e)), Err(Errno::AGAIN), "b got {got:?}");
+}

@@ -242,6 +242,8 @@ struct Inner {
     rxq: SharedRxQueue<Pending>,
     peers: Vec<Peer>,
     by_addr: U64Map<usize>,
+    /// `Av::removals` when `by_addr` and the peers' `fi_addr` were last made right (`sync_av`).
+    av_removals: u64,
     by_token: U64Map<usize>,
     tx_ops: Slab<TxOp>,
     rx_ops: Slab<RxOp>,
@@ -425,6 +427,7 @@ impl ShmEndpoint {
                 rxq,
                 peers: Vec::new(),
                 by_addr: U64Map::default(),
+                av_removals: 0,
                 by_token: U64Map::default(),
                 tx_ops: Slab::new(),
                 rx_ops: Slab::new(),
@@ -589,8 +592,31 @@ impl Inner {
         self.region.as_ref().ok_or(Errno::OPBADSTATE)
     }
 
+    /// After entries were removed from the AV (`Av::removals`), what each peer's `fi_addr` is
+    /// now: an index may since name another address (fi_av(3) lets inserts reuse removed
+    /// ones), and a removed peer is no longer a source anyone asked for.
+    fn sync_av(&mut self) {
+        let Some(av) = &self.av else { return };
+        let n = av.removals();
+        if n == self.av_removals {
+            return;
+        }
+        self.av_removals = n;
+        self.by_addr.clear();
+        for p in 0..self.peers.len() {
+            let a = self
+                .av_index(&self.peers[p].addr)
+                .unwrap_or(FI_ADDR_NOTAVAIL);
+            self.peers[p].fi_addr = a;
+            if a != FI_ADDR_NOTAVAIL {
+                self.by_addr.insert(a, p);
+            }
+        }
+    }
+
     /// The peer for an AV address, opening its region on first use.
     fn peer_for(&mut self, fi_addr: u64) -> Result<usize> {
+        self.sync_av();
         if let Some(&p) = self.by_addr.get(&fi_addr) {
             return Ok(p);
         }
@@ -1462,6 +1488,8 @@ impl ShmEndpoint {
             Some(r) => r.release_consumed(),
             None => return,
         }
+        // Arrivals report their sender's index as the AV has it now.
+        g.sync_av();
         if !g.outbox.is_empty() {
             g.flush_outbox();
         }

@@ -375,6 +375,8 @@ pub(super) struct Inner {
     pub peers: Vec<Peer>,
     pub by_addr: HashMap<EfaAddr, usize>,
     pub by_fi: U64Map<usize>,
+    /// `Av::removals` when `by_fi` and the peers' `fi_addr` were last made right (`sync_av`).
+    pub av_removals: u64,
     pub txes: Slab<Txe>,
     pub rxes: Slab<Rxe>,
     pub sent: Slab<Sent>,
@@ -479,6 +481,7 @@ impl RdmEndpoint {
                 peers: Vec::new(),
                 by_addr: HashMap::new(),
                 by_fi: U64Map::default(),
+                av_removals: 0,
                 txes: Slab::new(),
                 rxes: Slab::new(),
                 sent: Slab::new(),
@@ -647,8 +650,30 @@ impl Inner {
 // ---- peers ----
 
 impl Inner {
+    /// After entries were removed from the AV (`Av::removals`), what each peer's `fi_addr`
+    /// is now: an index may since name another address (fi_av(3) lets inserts reuse removed
+    /// ones), and a removed peer is no longer a source anyone asked for.
+    pub fn sync_av(&mut self) {
+        let Some(av) = &self.av else { return };
+        let n = av.removals();
+        if n == self.av_removals {
+            return;
+        }
+        self.av_removals = n;
+        self.by_fi.clear();
+        for (p, peer) in self.peers.iter_mut().enumerate() {
+            peer.fi_addr = av
+                .reverse(&peer.addr.to_bytes())
+                .unwrap_or(FI_ADDR_NOTAVAIL);
+            if peer.fi_addr != FI_ADDR_NOTAVAIL {
+                self.by_fi.insert(peer.fi_addr, p);
+            }
+        }
+    }
+
     /// The peer of an AV entry.
     pub fn peer_for(&mut self, fi_addr: u64) -> Result<usize> {
+        self.sync_av();
         if let Some(&p) = self.by_fi.get(&fi_addr) {
             return Ok(p);
         }
@@ -1524,6 +1549,8 @@ impl RdmEndpoint {
         if !g.enabled {
             return;
         }
+        // Arrivals report their sender's index as the AV has it now.
+        g.sync_av();
         Self::replenish_rx(g);
         let now = Instant::now();
         g.dev_polled = now;
