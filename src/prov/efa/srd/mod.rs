@@ -154,6 +154,9 @@ struct Slot {
     first_sent: Time,
     /// When it was last put on the wire (first send or retransmission).
     last_sent: Time,
+    /// Where that was in the order of everything put on the wire to this peer: a burst shares
+    /// one `last_sent`, so this is what says which of two went first.
+    sent_order: u64,
     /// When the next retransmission is due (for one in flight) or when an RNR back-off ends.
     due: Time,
     transmissions: u32,
@@ -161,7 +164,7 @@ struct Slot {
     acked: bool,
     /// Waiting out an RNR back-off.
     rnr_wait: bool,
-    /// Sent no later than a datagram that was acknowledged: lost if still unacknowledged at
+    /// Sent before a datagram that was acknowledged: lost if still unacknowledged at
     /// `due` (set a round trip and a reordering window after `last_sent`).
     suspect: bool,
 }
@@ -185,6 +188,12 @@ struct Peer<A> {
     /// reordering window) before it and still unacknowledged is lost (time-based loss
     /// detection, as RACK in RFC 8985).
     rack_sent: Time,
+    /// The latest `sent_order` of any datagram acknowledged so far: one sent after it is not
+    /// suspect, whatever its send time (RFC 8985 §6.2 breaks ties of send time by sequence).
+    rack_order: u64,
+    /// Datagrams put on the wire to this peer so far (first sends and retransmissions), plus
+    /// one: the `sent_order` of the next, so that all of them come after `rack_order` 0.
+    next_order: u64,
     /// The window is cut at most once per round trip of losses: until this time.
     recovery_until: Time,
     /// The reordering window in quarters of the smoothed RTT: doubled when a retransmission
@@ -239,6 +248,8 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             rttvar: 0,
             rto: cfg.min_rto.max(10 * MS),
             rack_sent: 0,
+            rack_order: 0,
+            next_order: 1,
             recovery_until: 0,
             reo_quarters: 1,
             recoveries: 0,
@@ -279,6 +290,8 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         slot.suspect = false;
         slot.transmissions += 1;
         slot.last_sent = now;
+        slot.sent_order = self.next_order;
+        self.next_order += 1;
         slot.due = now + self.rto;
         Transmit::Data {
             dest: self.key.addr,
@@ -456,6 +469,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             };
             let seq = peer.next_seq;
             peer.next_seq = seq.wrapping_add(1);
+            let sent_order = peer.next_order;
+            peer.next_order += 1;
             if peer.slots.is_empty() {
                 peer.base = seq;
             }
@@ -493,6 +508,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 tail,
                 first_sent: now,
                 last_sent: now,
+                sent_order,
                 due: now + peer.rto,
                 transmissions: 1,
                 rnr: 0,
@@ -776,6 +792,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 // one left, and the retransmission was spurious (late, not lost).
                 if slot.transmissions == 1 || now.saturating_sub(slot.last_sent) >= peer.min_rtt {
                     peer.rack_sent = peer.rack_sent.max(slot.last_sent);
+                    peer.rack_order = peer.rack_order.max(slot.sent_order);
                 } else if !slot.rnr_wait && slot.rnr == 0 {
                     peer.reo_quarters = (peer.reo_quarters * 2).min(64);
                     peer.recoveries = 0;
@@ -835,7 +852,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 continue;
             }
             let dup_thresh = use_dup_thresh && acked_after >= 3 && slot.transmissions == 1;
-            if slot.rnr_wait || (slot.last_sent > peer.rack_sent && !dup_thresh) {
+            if slot.rnr_wait || (slot.sent_order > peer.rack_order && !dup_thresh) {
                 continue;
             }
             if slot.last_sent + reo_wnd > peer.rack_sent && !dup_thresh {
