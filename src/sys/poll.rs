@@ -139,17 +139,7 @@ impl Epoll {
 
     /// Waits until a member is readable; returns whether one was.
     pub fn wait(&self, timeout_ms: i32) -> bool {
-        let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 8];
-        // SAFETY: `ev` is a valid array of 8 events for the kernel to fill.
-        let n = unsafe {
-            libc::epoll_wait(
-                self.0.as_raw_fd(),
-                ev.as_mut_ptr(),
-                ev.len() as i32,
-                timeout_ms,
-            )
-        };
-        n > 0
+        self.wait_tokens(&mut [0; 8], timeout_ms) > 0
     }
 
     pub fn raw(&self) -> RawFd {

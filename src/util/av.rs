@@ -155,8 +155,17 @@ impl Av {
 
     /// How many entries have been removed (see `removals`): while it is unchanged, what an
     /// endpoint resolved through this AV still holds.
-    pub fn removals(&self) -> u64 {
+    fn removals(&self) -> u64 {
         self.removals.load(Ordering::Acquire)
+    }
+
+    /// Whether entries were removed since `seen` was last brought up to date here (`seen`
+    /// starts at 0), and brings it up to date: one atomic load.
+    pub fn removed_since(&self, seen: &mut u64) -> bool {
+        let n = self.removals();
+        let changed = n != *seen;
+        *seen = n;
+        changed
     }
 
     /// The address stored at `fi_addr`.
@@ -247,6 +256,9 @@ mod tests {
         av.remove(0).unwrap();
         assert_eq!(av.remove(0), Err(Errno::INVAL));
         assert_eq!(av.removals(), 1, "a refused remove is not counted");
+        let mut seen = 0;
+        assert!(av.removed_since(&mut seen));
+        assert!(!av.removed_since(&mut seen), "nothing removed since");
         assert_eq!(av.lookup(0), Err(Errno::INVAL));
         assert_eq!(av.lookup(u64::MAX), Err(Errno::INVAL));
         assert_eq!(av.insert(&[9, 9, 9, 9], None).unwrap(), 0);

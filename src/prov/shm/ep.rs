@@ -242,7 +242,8 @@ struct Inner {
     rxq: SharedRxQueue<Pending>,
     peers: Vec<Peer>,
     by_addr: U64Map<usize>,
-    /// `Av::removals` when `by_addr` and the peers' `fi_addr` were last made right (`sync_av`).
+    /// AV removals seen (`Av::removed_since`) when `by_addr` and the peers' `fi_addr` were last
+    /// made right (`sync_av`).
     av_removals: u64,
     by_token: U64Map<usize>,
     tx_ops: Slab<TxOp>,
@@ -592,16 +593,14 @@ impl Inner {
         self.region.as_ref().ok_or(Errno::OPBADSTATE)
     }
 
-    /// After entries were removed from the AV (`Av::removals`), what each peer's `fi_addr` is
-    /// now: an index may since name another address (fi_av(3) lets inserts reuse removed
-    /// ones), and a removed peer is no longer a source anyone asked for.
+    /// After entries were removed from the AV (`Av::removed_since`), what each peer's
+    /// `fi_addr` is now: an index may since name another address (fi_av(3) lets inserts reuse
+    /// removed ones), and a removed peer is no longer a source anyone asked for.
     fn sync_av(&mut self) {
         let Some(av) = &self.av else { return };
-        let n = av.removals();
-        if n == self.av_removals {
+        if !av.removed_since(&mut self.av_removals) {
             return;
         }
-        self.av_removals = n;
         self.by_addr.clear();
         for p in 0..self.peers.len() {
             let a = self

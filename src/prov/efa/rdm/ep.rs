@@ -375,7 +375,8 @@ pub(super) struct Inner {
     pub peers: Vec<Peer>,
     pub by_addr: HashMap<EfaAddr, usize>,
     pub by_fi: U64Map<usize>,
-    /// `Av::removals` when `by_fi` and the peers' `fi_addr` were last made right (`sync_av`).
+    /// AV removals seen (`Av::removed_since`) when `by_fi` and the peers' `fi_addr` were last
+    /// made right (`sync_av`).
     pub av_removals: u64,
     pub txes: Slab<Txe>,
     pub rxes: Slab<Rxe>,
@@ -650,16 +651,14 @@ impl Inner {
 // ---- peers ----
 
 impl Inner {
-    /// After entries were removed from the AV (`Av::removals`), what each peer's `fi_addr`
+    /// After entries were removed from the AV (`Av::removed_since`), what each peer's `fi_addr`
     /// is now: an index may since name another address (fi_av(3) lets inserts reuse removed
     /// ones), and a removed peer is no longer a source anyone asked for.
     pub fn sync_av(&mut self) {
         let Some(av) = &self.av else { return };
-        let n = av.removals();
-        if n == self.av_removals {
+        if !av.removed_since(&mut self.av_removals) {
             return;
         }
-        self.av_removals = n;
         self.by_fi.clear();
         for (p, peer) in self.peers.iter_mut().enumerate() {
             peer.fi_addr = av
