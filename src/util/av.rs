@@ -2,7 +2,7 @@
 //! map that `FI_SOURCE` needs. The provider supplies the address format through [`AddrCodec`].
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::abi::consts::*;
@@ -60,6 +60,9 @@ pub struct Av {
     /// sources) look at it before trusting them, since a removed index may be given to another
     /// address by the next insert.
     removals: AtomicU64,
+    /// Whether any entry was given a user id (`FI_AV_USER_ID`, fi_av_set_user_id): until one
+    /// is, an arrival's source is its fi_addr, found without the table's lock.
+    user_ids: AtomicBool,
 }
 
 impl std::fmt::Debug for Av {
@@ -99,6 +102,7 @@ impl Av {
             codec,
             table: RwLock::new(Table::default()),
             removals: AtomicU64::new(0),
+            user_ids: AtomicBool::new(false),
         }))
     }
 
@@ -114,6 +118,10 @@ impl Av {
     pub fn insert(&self, addr: &[u8], user_id: Option<u64>) -> Result<u64> {
         let key: Arc<[u8]> = self.codec.canonical(addr)?.into();
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if user_id.is_some() {
+            // Set under the write lock: a reader that sees it false read no user id.
+            self.user_ids.store(true, Ordering::Release);
+        }
         if let Some(&fi) = t.reverse.get(&key) {
             if let Some(uid) = user_id
                 && let Some(Some(e)) = t.entries.get_mut(fi as usize)
@@ -186,6 +194,11 @@ impl Av {
 
     /// What a completion reports as the source of `fi_addr` (its user id, if one was set).
     pub fn source_id(&self, fi_addr: u64) -> u64 {
+        // Endpoints ask with the fi_addr they hold for a peer, kept current with
+        // `removed_since`; without user ids the answer is that fi_addr (one per arrival).
+        if !self.user_ids.load(Ordering::Acquire) {
+            return fi_addr;
+        }
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
         match t.entries.get(fi_addr as usize) {
             Some(Some(e)) => e.user_id,
@@ -196,6 +209,7 @@ impl Av {
     /// fi_av_set_user_id(3).
     pub fn set_user_id(&self, fi_addr: u64, user_id: u64) -> Result<()> {
         let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        self.user_ids.store(true, Ordering::Release);
         match t.entries.get_mut(fi_addr as usize) {
             Some(Some(e)) => {
                 e.user_id = user_id;
@@ -263,5 +277,20 @@ mod tests {
         assert_eq!(av.lookup(u64::MAX), Err(Errno::INVAL));
         assert_eq!(av.insert(&[9, 9, 9, 9], None).unwrap(), 0);
         assert_eq!(av.len(), 2);
+    }
+
+    #[test]
+    fn a_source_is_its_fi_addr_until_a_user_id_is_given() {
+        let av = Av::new(&AvAttr::default(), Arc::new(Fixed)).unwrap();
+        let a = av.insert(&[1, 2, 3, 4], None).unwrap();
+        let b = av.insert(&[5, 6, 7, 8], None).unwrap();
+        assert_eq!((av.source_id(a), av.source_id(b)), (a, b));
+        av.set_user_id(b, 0xfeed).unwrap();
+        assert_eq!((av.source_id(a), av.source_id(b)), (a, 0xfeed));
+        // An insert with FI_AV_USER_ID into another AV switches it the same way.
+        let av2 = Av::new(&AvAttr::default(), Arc::new(Fixed)).unwrap();
+        let c = av2.insert(&[1, 2, 3, 4], None).unwrap();
+        let d = av2.insert(&[5, 6, 7, 8], Some(9)).unwrap();
+        assert_eq!((av2.source_id(c), av2.source_id(d)), (c, 9));
     }
 }

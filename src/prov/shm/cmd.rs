@@ -22,6 +22,11 @@
 //! | 304..312 | aux2 (rma entry count, datatype/op, offset...) |
 //!
 //! Decoding never fails: every field is checked where it is used (a peer may be hostile).
+//!
+//! `Cmd` is laid out as its own wire image (`repr(C)`, no padding, little-endian fields), so
+//! the ring copies commands in and out of slots directly: no encode or decode pass, and no
+//! staging buffer, on the path of every message.
+#![allow(unsafe_code)]
 
 use super::region::{CMD_PREFIX, CMD_SIZE};
 use crate::sys::cma::Remote;
@@ -129,6 +134,7 @@ pub const RMA_AREA: usize = 96;
 pub const RMA_INLINE: usize = BODY - RMA_AREA;
 
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub struct Cmd {
     pub op: u8,
     pub proto: u8,
@@ -139,9 +145,9 @@ pub struct Cmd {
     pub len: u64,
     pub tag: u64,
     pub data: u64,
+    pub body: [u8; BODY],
     pub aux: u64,
     pub aux2: u64,
-    pub body: [u8; BODY],
 }
 
 impl core::fmt::Debug for Cmd {
@@ -155,6 +161,19 @@ impl core::fmt::Debug for Cmd {
             .finish_non_exhaustive()
     }
 }
+
+// The wire layout of the table above, checked field by field.
+#[cfg(not(target_endian = "little"))]
+compile_error!("shm commands are little-endian: their layout is the wire format");
+const _: () = {
+    use core::mem::{offset_of, size_of};
+    assert!(size_of::<Cmd>() == CMD_SIZE);
+    assert!(offset_of!(Cmd, flags) == 2 && offset_of!(Cmd, status) == 4);
+    assert!(offset_of!(Cmd, sender) == 8 && offset_of!(Cmd, op_id) == 16);
+    assert!(offset_of!(Cmd, len) == 24 && offset_of!(Cmd, tag) == 32);
+    assert!(offset_of!(Cmd, data) == 40 && offset_of!(Cmd, body) == HDR);
+    assert!(offset_of!(Cmd, aux) == AUX && offset_of!(Cmd, aux2) == AUX + 8);
+};
 
 fn rd(b: &[u8], off: usize) -> u64 {
     u64::from_le_bytes(b[off..off + 8].try_into().unwrap_or([0; 8]))
@@ -172,45 +191,34 @@ impl Cmd {
             len: 0,
             tag: 0,
             data: 0,
+            body: [0; BODY],
             aux: 0,
             aux2: 0,
-            body: [0; BODY],
         }
+    }
+
+    /// The command as it goes on the wire.
+    pub fn as_bytes(&self) -> &[u8; CMD_SIZE] {
+        // SAFETY: `Cmd` is `repr(C)` with no padding (size and offsets checked above), so all
+        // of its CMD_SIZE bytes are initialized; u8 arrays need no alignment.
+        unsafe { &*(self as *const Cmd).cast::<[u8; CMD_SIZE]>() }
+    }
+
+    /// The command's bytes, to be filled from the wire (a ring slot).
+    pub fn as_bytes_mut(&mut self) -> &mut [u8; CMD_SIZE] {
+        // SAFETY: as in `as_bytes`; and every field is an integer or a byte array, valid for
+        // any bit pattern, so whatever a peer wrote is a `Cmd`.
+        unsafe { &mut *(self as *mut Cmd).cast::<[u8; CMD_SIZE]>() }
     }
 
     pub fn encode(&self, out: &mut [u8; CMD_SIZE]) {
-        out[0] = self.op;
-        out[1] = self.proto;
-        out[2..4].copy_from_slice(&self.flags.to_le_bytes());
-        out[4..8].copy_from_slice(&self.status.to_le_bytes());
-        for (i, v) in [self.sender, self.op_id, self.len, self.tag, self.data]
-            .iter()
-            .enumerate()
-        {
-            out[8 + 8 * i..16 + 8 * i].copy_from_slice(&v.to_le_bytes());
-        }
-        out[HDR..AUX].copy_from_slice(&self.body);
-        out[AUX..AUX + 8].copy_from_slice(&self.aux.to_le_bytes());
-        out[AUX + 8..AUX + 16].copy_from_slice(&self.aux2.to_le_bytes());
+        *out = *self.as_bytes();
     }
 
     pub fn decode(b: &[u8; CMD_SIZE]) -> Cmd {
-        let mut body = [0u8; BODY];
-        body.copy_from_slice(&b[HDR..AUX]);
-        Cmd {
-            op: b[0],
-            proto: b[1],
-            flags: u16::from_le_bytes([b[2], b[3]]),
-            status: i32::from_le_bytes([b[4], b[5], b[6], b[7]]),
-            sender: rd(b, 8),
-            op_id: rd(b, 16),
-            len: rd(b, 24),
-            tag: rd(b, 32),
-            data: rd(b, 40),
-            aux: rd(b, AUX),
-            aux2: rd(b, AUX + 8),
-            body,
-        }
+        let mut c = Cmd::new(0, 0);
+        *c.as_bytes_mut() = *b;
+        c
     }
 
     /// Bytes of an encoded command that carry meaning, from its header: an inline message

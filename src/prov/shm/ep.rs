@@ -539,9 +539,9 @@ impl Inner {
             cq_flags |= FI_MULTI_RECV;
         }
         let src_addr = self.source_id(src);
-        let rx_cq = self.rx_cq.clone();
+        let rx_cq = &self.rx_cq;
         if total > got {
-            if let Some(cq) = &rx_cq {
+            if let Some(cq) = rx_cq {
                 cq.push_err(CqErrEntry {
                     op_context: recv.context,
                     flags: cq_flags,
@@ -561,7 +561,7 @@ impl Inner {
             return;
         }
         if recv.flags & FI_COMPLETION != 0
-            && let Some(cq) = &rx_cq
+            && let Some(cq) = rx_cq
         {
             cq.push(CqEntry {
                 op_context: recv.context,
@@ -572,7 +572,7 @@ impl Inner {
                 tag,
                 src_addr,
             });
-        } else if released && let Some(cq) = &rx_cq {
+        } else if released && let Some(cq) = rx_cq {
             // A released multi-receive buffer is always reported (fi_msg(3)).
             cq.push(CqEntry {
                 op_context: recv.context,
@@ -695,9 +695,8 @@ impl Inner {
             c.body[..n].copy_from_slice(&name[..n]);
             c.len = n as u64;
             c.aux = u64::from(crate::sys::os::pid());
-            let mut b = [0u8; CMD_SIZE];
-            c.encode(&mut b);
-            if !r.push(&b, Cmd::wire_len(&b)) {
+            let b = c.as_bytes();
+            if !r.push(b, Cmd::wire_len(b)) {
                 return Err(Errno::AGAIN);
             }
             self.peers[p].connected = true;
@@ -717,10 +716,9 @@ impl Inner {
         if posted && (!passes || self.queued_for(p)) {
             return Err(Errno::AGAIN);
         }
-        let mut b = [0u8; CMD_SIZE];
-        c.encode(&mut b);
+        let b = c.as_bytes();
         let r = self.connect(p)?;
-        if r.push(&b, Cmd::wire_len(&b)) {
+        if r.push(b, Cmd::wire_len(b)) {
             return Ok(());
         }
         if r.owner_gone() {
@@ -1492,16 +1490,17 @@ impl ShmEndpoint {
         if !g.outbox.is_empty() {
             g.flush_outbox();
         }
-        let mut buf = [0u8; CMD_SIZE];
+        // Commands are taken straight into `c`; past what each one used, it holds bytes of an
+        // earlier one, which no handler reads (see `Region::pop`).
+        let mut c = Cmd::new(0, 0);
         for _ in 0..PROGRESS_BATCH {
             if !g
                 .region
                 .as_deref()
-                .is_some_and(|r| r.pop(&mut buf, Cmd::wire_len))
+                .is_some_and(|r| r.pop(c.as_bytes_mut(), Cmd::wire_len))
             {
                 break;
             }
-            let c = Cmd::decode(&buf);
             self.handle(g, &c);
         }
         self.push_segments(g);
