@@ -398,8 +398,8 @@ def main():
     w("## Latency (fi_pingpong usec/xfer: half a round trip), µs")
     w("")
     w("The last column is the machine's floor: bench/limits handoff, one process storing to a "
-      "cache line another spins on. It is bimodal on this VM (about 0.15 or 0.3 µs, as the "
-      "host places the two vCPUs), and so is every shared-memory latency above.")
+      "cache line another spins on. It is bimodal on this VM (about 0.05 µs or 0.25, as the "
+      "host places the two vCPUs near or far), and so is every shared-memory latency above.")
     w("")
     w("| size | " + " | ".join(r.label for r in live) + f" | {HANDOFF} |")
     w("|---|" + "---|" * (len(live) + 1))
