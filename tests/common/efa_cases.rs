@@ -684,6 +684,39 @@ fn acks_leave_even_when_the_receiver_stops_calling() {
     assert_eq!(done.op_context, 32);
 }
 
+/// Small sends posted back to back may wait in the device for the sender's next poll, to leave
+/// in one batch. A sender that posts them and then makes no call at all still gets them out:
+/// the ack timer flushes what the device holds.
+#[test]
+fn a_burst_of_sends_leaves_even_when_the_sender_stops_calling() {
+    const N: usize = 16;
+    let (a, b, ab, _) = pair();
+    let dst: Vec<_> = (0..N).map(|_| buf(64)).collect();
+    for (i, (_, dv)) in dst.iter().enumerate() {
+        b.ep.recv(&msg(&[*dv], FI_ADDR_UNSPEC, 0, 100 + i, 0), false)
+            .unwrap();
+    }
+    let src: Vec<_> = (0..N)
+        .map(|i| {
+            let (s, sv) = buf(64);
+            s.copy_from_slice(&pattern(64, i as u8));
+            (s, sv)
+        })
+        .collect();
+    for (i, (_, sv)) in src.iter().enumerate() {
+        a.ep.send(&msg(&[*sv], ab, 0, 200 + i, 0), false).unwrap();
+    }
+    // From here a makes no call until b has every message.
+    for (i, (d, _)) in dst.iter().enumerate() {
+        let r = b.wait(10).expect("a message");
+        assert_eq!((r.op_context, r.len), (100 + i, 64), "in order");
+        assert!(*d == &pattern(64, i as u8)[..], "data of message {i}");
+    }
+    for i in 0..N {
+        assert_eq!(a.wait(10).expect("the send completes").op_context, 200 + i);
+    }
+}
+
 /// fi_trywait's answer: blocking on the CQ's fd is safe over the device alone, not when shm
 /// (which no fd tells of) may carry messages.
 #[test]

@@ -224,6 +224,13 @@ pub trait Device: Send {
         false
     }
 
+    /// `flush` at the end of a call that only posted (it did not `poll`): the device may also
+    /// keep back datagrams that can wait for the next poll (`Transport::may_hold`), and then
+    /// returns true, as `flush` does for acks.
+    fn flush_posted(&mut self) -> bool {
+        self.flush()
+    }
+
     /// As `flush`, keeping nothing back.
     fn flush_all(&mut self) {
         self.flush();

@@ -549,6 +549,19 @@ impl Device for UdpDevice {
         held
     }
 
+    fn flush_posted(&mut self) -> bool {
+        // Only while the socket takes everything at once (no injector, no backlog) and no ack
+        // is owed: held datagrams then delay nothing but themselves.
+        if self.injector.is_none()
+            && self.backlog.is_empty()
+            && !self.t.acks_owed()
+            && self.t.may_hold(BATCH)
+        {
+            return true;
+        }
+        self.flush()
+    }
+
     fn flush_all(&mut self) {
         self.t.flush_acks();
         if !self.backlog.is_empty() || self.t.has_transmits() {

@@ -347,7 +347,14 @@ impl Drop for Locked<'_> {
         }
         g.was_quiet = quiet;
         g.quiet.publish(quiet, g.watching);
-        if g.dev.flush() {
+        // A call that only posted may leave small sends for the next poll (`flush_posted`);
+        // one that polled puts everything on the wire.
+        let held = if core::mem::take(&mut g.polled) {
+            g.dev.flush()
+        } else {
+            g.dev.flush_posted()
+        };
+        if held {
             if !super::ack_timer::keeping_allowed() {
                 g.dev.flush_all();
             } else if !g.acks_kept.load(Ordering::Relaxed) {
@@ -398,6 +405,8 @@ pub(super) struct Inner {
     pub rnr_retry: u32,
     /// When the device was last polled, and last gave a completion (see `DEVICE_QUIET`).
     pub dev_polled: Instant,
+    /// This call polled the device (see `Locked`'s drop).
+    pub polled: bool,
     pub dev_heard: Instant,
     /// The device has given nothing for `DEVICE_QUIET`.
     pub dev_idle: bool,
@@ -499,6 +508,7 @@ impl RdmEndpoint {
                 refused: 0,
                 rnr_retry: 3,
                 dev_polled: Instant::now(),
+                polled: false,
                 dev_heard: Instant::now(),
                 dev_idle: false,
                 shm_on: false,
@@ -1553,6 +1563,7 @@ impl RdmEndpoint {
         Self::replenish_rx(g);
         let now = Instant::now();
         g.dev_polled = now;
+        g.polled = true;
         g.dev_idle = now.duration_since(g.dev_heard) >= DEVICE_QUIET;
         let mut received = 0;
         for _ in 0..4 {

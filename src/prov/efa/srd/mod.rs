@@ -536,6 +536,29 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             .map(|s| [&s.datagram[..s.len], s.tail.as_bytes()])
     }
 
+    /// Whether datagrams wait for the wire and every one may wait for the owner's next poll
+    /// rather than go now: fewer than `max` of them, each a first transmission carrying no ack, and
+    /// each behind an older datagram to its peer that is already on the wire (whose ack brings
+    /// the owner back to poll). A burst of small posts then leaves in one batch instead of a
+    /// system call per datagram.
+    pub fn may_hold(&self, max: usize) -> bool {
+        !self.transmits.is_empty()
+            && self.transmits.len() < max
+            && self.transmits.iter().all(|t| match *t {
+                Transmit::Data { peer, seq, .. } => {
+                    let p = &self.peers[peer];
+                    seq != p.base
+                        && p.slots
+                            .get(seq.wrapping_sub(p.base) as usize)
+                            .is_some_and(|s| {
+                                s.transmissions == 1
+                                    && s.datagram.get(1) != Some(&wire::KIND_DATA_ACK)
+                            })
+                }
+                Transmit::Ctrl { .. } => false,
+            })
+    }
+
     /// Whether `poll_transmit` has anything (data or pending acknowledgements).
     pub fn has_transmits(&self) -> bool {
         !self.transmits.is_empty()

@@ -708,3 +708,75 @@ fn tails_arrive_whole_and_make_room_for_acks() {
         assert!(sim.done.iter().all(|(_, s)| *s == Status::Ok));
     }
 }
+
+/// What a device may keep back for its owner's next poll (`may_hold`): only first
+/// transmissions without an ack, each behind an older datagram of its peer already on the
+/// wire, fewer than the limit. The first datagram to an idle peer always goes at once (a
+/// ping-pong never waits), and a retransmission or a datagram carrying an ack never waits.
+#[test]
+fn only_datagrams_behind_one_on_the_wire_may_wait_for_the_next_poll() {
+    let mut sim = Sim::new(31, Faults::default());
+    sim.manual_acks = true;
+    sim.send(0, 1, b"first");
+    assert!(
+        !sim.qp[0].may_hold(32),
+        "the first datagram to an idle peer goes at once"
+    );
+    sim.pump(0);
+    assert!(!sim.qp[0].may_hold(32), "nothing waits: nothing to hold");
+    for i in 2..=4 {
+        sim.send(0, i, b"more");
+    }
+    assert!(
+        sim.qp[0].may_hold(32),
+        "behind `first`, on the wire and unacknowledged"
+    );
+    assert!(
+        !sim.qp[0].may_hold(3),
+        "three waiting: the limit is reached"
+    );
+    // `first` is acknowledged: the oldest waiting datagram is now the first unacknowledged.
+    sim.step();
+    sim.qp[1].flush_acks();
+    sim.pump(1);
+    sim.step();
+    assert!(
+        !sim.qp[0].may_hold(32),
+        "nothing of this peer is on the wire any more"
+    );
+    sim.run_until_idle(1000 * MS);
+    // b has `answer` on the wire, unacknowledged, when a datagram from a arrives: what b sends
+    // next carries the ack it owes, and goes at once.
+    sim.send_roomy(1, 10, b"answer");
+    sim.pump(1);
+    sim.send(0, 5, b"to b");
+    sim.pump(0);
+    while sim.delivered[1].last().map(Vec::as_slice) != Some(b"to b".as_slice()) {
+        assert!(sim.step(), "`to b` arrives");
+    }
+    sim.send_roomy(1, 11, b"answer 2");
+    assert!(!sim.qp[1].may_hold(32), "it carries an ack");
+    sim.pump(1);
+    sim.send_roomy(1, 12, b"answer 3");
+    assert!(sim.qp[1].may_hold(32), "no ack owed now, behind `answer`");
+    sim.pump(1);
+    sim.qp[0].flush_acks();
+    sim.pump(0);
+    sim.run_until_idle(1000 * MS);
+    // A retransmission never waits: lose everything a sends for a while.
+    sim.faults.loss = 100.0;
+    sim.send(0, 20, b"lost");
+    sim.pump(0);
+    sim.send(0, 21, b"lost too");
+    sim.pump(0);
+    sim.faults.loss = 0.0;
+    sim.now += 200 * MS;
+    sim.qp[0].handle_timeout(sim.now);
+    assert!(sim.qp[0].has_transmits());
+    assert!(!sim.qp[0].may_hold(32), "retransmissions go at once");
+    sim.run_until_idle(1000 * MS);
+    let mut done = sim.done.clone();
+    done.sort_unstable_by_key(|d| d.0);
+    assert!(done.iter().all(|d| d.1 == Status::Ok), "{done:?}");
+    assert_eq!(done.len(), 10);
+}
