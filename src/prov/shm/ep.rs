@@ -249,7 +249,7 @@ struct Inner {
     tx_ops: Slab<TxOp>,
     rx_ops: Slab<RxOp>,
     /// Responses (ACK, GO, DATA, CONNECT) that found the peer's ring full.
-    outbox: VecDeque<(usize, Box<[u8; CMD_SIZE]>)>,
+    outbox: VecDeque<(usize, Box<Cmd>)>,
     last_liveness: Instant,
     /// Malformed, forged or misdirected commands dropped.
     dropped: u64,
@@ -735,15 +735,15 @@ impl Inner {
 
     /// Sends a response; queues it when the peer's ring is full.
     fn respond(&mut self, p: usize, c: &Cmd) {
-        let mut b = Box::new([0u8; CMD_SIZE]);
-        c.encode(&mut b);
+        let b = c.as_bytes();
         if !self.queued_for(p)
             && let Ok(r) = self.connect(p)
-            && r.push(&b, Cmd::wire_len(&b))
+            && r.push(b, Cmd::wire_len(b))
         {
             return;
         }
-        self.outbox.push_back((p, b));
+        // Boxed only when it has to wait: a full ring is rare.
+        self.outbox.push_back((p, Box::new(*c)));
     }
 
     fn flush_outbox(&mut self) {
@@ -752,10 +752,10 @@ impl Inner {
             if self.peers[p].dead {
                 continue;
             }
-            let sent = !left
-                .iter()
-                .any(|(q, _): &(usize, Box<[u8; CMD_SIZE]>)| *q == p)
-                && self.connect(p).is_ok_and(|r| r.push(&b, Cmd::wire_len(&b)));
+            let sent = !left.iter().any(|(q, _): &(usize, Box<Cmd>)| *q == p)
+                && self
+                    .connect(p)
+                    .is_ok_and(|r| r.push(b.as_bytes(), Cmd::wire_len(b.as_bytes())));
             if !sent {
                 left.push_back((p, b));
             }
