@@ -1032,10 +1032,8 @@ fn messages_survive_a_sender_that_closed_at_once() {
     pair("messages_survive_a_sender_that_closed_at_once", &[]);
 }
 
-/// fi_av_remove, then an insert that reuses the index (fi_av(3): removed addresses may be
-/// reused): a send to the index goes to the new peer, a send to a removed index is refused,
-/// and a message from the removed peer no longer reports its old index as its source. (Three
-/// endpoints of this process; the messages are small enough to travel inline.)
+/// `removed_address_is_forgotten_and_its_index_reused` (common/node.rs) between three endpoints
+/// of this process; the messages are small enough to travel inline.
 #[test]
 fn a_removed_address_is_forgotten_and_its_index_reused() {
     let (a, b, c) = (
@@ -1043,39 +1041,5 @@ fn a_removed_address_is_forgotten_and_its_index_reused() {
         Node::open(&SHM, CAPS),
         Node::open(&SHM, CAPS),
     );
-    let ab = a.insert_hex(&b.name_hex());
-    let ba = b.insert_hex(&a.name_hex());
-    let one = |from: &Node, to: &Node, dest: u64, seed: u8| {
-        let (d, dv) = buf(100);
-        let (s, sv) = buf(100);
-        s.copy_from_slice(&pattern(100, seed));
-        to.recv(&[dv], FI_ADDR_UNSPEC, None, 80, 0, Call::Plain)
-            .unwrap();
-        from.send(&[sv], dest, None, 81, 0, Call::Plain).unwrap();
-        let r = to.wait(10).expect("received");
-        assert!(d == &pattern(100, seed)[..]);
-        assert_eq!(from.wait(10).expect("sent").op_context, 81);
-        r
-    };
-    assert_eq!(one(&b, &a, ba, 1).src_addr, ab);
-    one(&a, &b, ab, 2);
-    a.av.remove(ab).unwrap();
-    let (_s, sv) = buf(100);
-    assert_eq!(
-        a.send(&[sv], ab, None, 82, 0, Call::Plain),
-        Err(Errno::INVAL),
-        "a send to a removed address"
-    );
-    assert_eq!(one(&b, &a, ba, 3).src_addr, FI_ADDR_NOTAVAIL);
-    let ac = a.insert_hex(&c.name_hex());
-    assert_eq!(ac, ab, "the removed index is reused");
-    one(&a, &c, ac, 4);
-    assert_eq!(one(&b, &a, ba, 5).src_addr, FI_ADDR_NOTAVAIL);
-    b.cq.progress();
-    let mut got = None;
-    assert_eq!(
-        b.cq.read(1, |e| got = Some(*e)),
-        Err(Errno::AGAIN),
-        "b got {got:?}"
-    );
+    removed_address_is_forgotten_and_its_index_reused(&a, &b, &c);
 }

@@ -247,6 +247,16 @@ impl Node {
 
     /// Waits for the next completion (Ok) or error completion (Err), failing after `secs`.
     pub fn wait(&self, secs: u64) -> Result<CqEntry, CqErrEntry> {
+        self.wait_while(secs, || {})
+    }
+
+    /// `wait`, driving `other` meanwhile (manual progress: a peer in this process that is not
+    /// polled sends nothing and acknowledges nothing).
+    pub fn wait_driving(&self, other: &Node, secs: u64) -> Result<CqEntry, CqErrEntry> {
+        self.wait_while(secs, || other.cq.progress())
+    }
+
+    fn wait_while(&self, secs: u64, mut meanwhile: impl FnMut()) -> Result<CqEntry, CqErrEntry> {
         let t = Instant::now();
         loop {
             let mut got = None;
@@ -255,6 +265,7 @@ impl Node {
                 Err(Errno::AVAIL) => return Err(self.cq.readerr().unwrap()),
                 Err(_) => {}
             }
+            meanwhile();
             assert!(
                 t.elapsed() < Duration::from_secs(secs),
                 "no completion within {secs} s"
@@ -274,6 +285,56 @@ impl Node {
 }
 
 pub use fabric::abi::types::fi_rma_iov;
+
+/// fi_av_remove, then an insert that reuses the index (fi_av(3): removed addresses may be
+/// reused): a send to the index goes to the new peer, a send to a removed index is refused,
+/// and a message from the removed peer no longer reports its old index as its source. `a`,
+/// `b` and `c` are three endpoints of this process, each with its own AV, none inserted yet.
+pub fn removed_address_is_forgotten_and_its_index_reused(a: &Node, b: &Node, c: &Node) {
+    let ab = a.insert_hex(&b.name_hex());
+    let ba = b.insert_hex(&a.name_hex());
+    let one = |from: &Node, to: &Node, dest: u64, seed: u8| {
+        let (d, dv) = buf(100);
+        let (s, sv) = buf(100);
+        s.copy_from_slice(&pattern(100, seed));
+        to.recv(&[dv], FI_ADDR_UNSPEC, None, 80, 0, Call::Plain)
+            .unwrap();
+        from.send(&[sv], dest, None, 81, 0, Call::Plain).unwrap();
+        let r = to_ok(to.wait_driving(from, 30));
+        assert!(d == &pattern(100, seed)[..]);
+        assert_eq!(to_ok(from.wait_driving(to, 30)).op_context, 81);
+        r
+    };
+    assert_eq!(one(b, a, ba, 1).src_addr, ab);
+    one(a, b, ab, 2);
+    a.av.remove(ab).unwrap();
+    let (_s, sv) = buf(100);
+    assert_eq!(
+        a.send(&[sv], ab, None, 82, 0, Call::Plain),
+        Err(Errno::INVAL),
+        "a send to a removed address"
+    );
+    // b is no longer in a's AV: its messages have no source index.
+    assert_eq!(one(b, a, ba, 3).src_addr, FI_ADDR_NOTAVAIL);
+    let ac = a.insert_hex(&c.name_hex());
+    assert_eq!(ac, ab, "the removed index is reused");
+    one(a, c, ac, 4);
+    assert_eq!(one(b, a, ba, 5).src_addr, FI_ADDR_NOTAVAIL);
+    // Nothing reached b meanwhile.
+    for _ in 0..100 {
+        b.cq.progress();
+    }
+    let mut got = None;
+    assert_eq!(
+        b.cq.read(1, |e| got = Some(*e)),
+        Err(Errno::AGAIN),
+        "b got {got:?}"
+    );
+}
+
+fn to_ok(r: Result<CqEntry, CqErrEntry>) -> CqEntry {
+    r.unwrap_or_else(|e| panic!("error completion {e:?}"))
+}
 
 /// The parent's side of a multi-process test.
 pub struct Peer {
