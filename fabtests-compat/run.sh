@@ -149,6 +149,11 @@ test)
 			done
 		done
 	done
+	# fabtests' in-band address flow (runfabtests.sh without -b) over every efa domain: the
+	# peer named by node and service, its QKEY learned from its answer.
+	for t in "${targets[@]:0:2}"; do
+		run_case "$(label "$t") rdm_inband" "$t" "LD_LIBRARY_PATH=$libdir" rdm_inband
+	done
 	# fabtests' -s: the source address given to fi_getinfo (FI_SOURCE) picks the device.
 	run_case "efa-srd rma_bw -s 127.0.0.1" "efa-srd|FI_EFA_ENABLE_SHM_TRANSFER=0|-p efa -s 127.0.0.1" \
 		"LD_LIBRARY_PATH=$libdir" rma_bw -o write -S 64k -I 20 -v
@@ -171,6 +176,7 @@ smoke)
 			# shellcheck disable=SC2086
 			run_case "$(label "$t") $c" "$t" "LD_LIBRARY_PATH=$libdir" $c
 		done
+		case $(label "$t") in efa*) run_case "$(label "$t") rdm_inband" "$t" "LD_LIBRARY_PATH=$libdir" rdm_inband ;; esac
 	done
 	;;
 *) echo "usage: run.sh demo|test|smoke <bindir> <libdir>"; exit 2 ;;

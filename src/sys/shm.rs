@@ -19,6 +19,19 @@ unsafe impl Send for ShmMap {}
 // SAFETY: as above.
 unsafe impl Sync for ShmMap {}
 
+/// Where shm_open(3) keeps its objects on Linux.
+const SHM_DIR: &str = "/dev/shm";
+
+/// The names of the shared-memory objects that exist now (without the leading `/`).
+pub fn names() -> Vec<String> {
+    std::fs::read_dir(SHM_DIR)
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn cname(name: &str) -> Result<CString> {
     if !name.starts_with('/') || name[1..].contains('/') || name.len() > 250 {
         return Err(Errno::INVAL);

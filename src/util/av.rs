@@ -186,6 +186,25 @@ impl Av {
         }
     }
 
+    /// The entry inserted as `old` now stands for `new`, under the same `fi_addr`: a provider
+    /// learned the full address of a peer that was inserted by a partial name (efa: by node and
+    /// service, without the QKEY). Returns that `fi_addr`, or `None` when `old` is not in the
+    /// AV or `new` already is (under its own `fi_addr`, which then stays the one arrivals
+    /// report).
+    pub fn resolve_entry(&self, old: &[u8], new: &[u8]) -> Option<u64> {
+        let new: Arc<[u8]> = self.codec.canonical(new).ok()?.into();
+        let mut t = self.table.write().unwrap_or_else(|e| e.into_inner());
+        if t.reverse.contains_key(&new) {
+            return None;
+        }
+        let fi = t.reverse.remove(old)?;
+        if let Some(Some(e)) = t.entries.get_mut(fi as usize) {
+            e.addr = new.clone();
+        }
+        t.reverse.insert(new, fi);
+        Some(fi)
+    }
+
     /// The `fi_addr` of an address (for `FI_SOURCE`), if inserted.
     pub fn reverse(&self, addr: &[u8]) -> Option<u64> {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
@@ -252,6 +271,24 @@ mod tests {
         fn straddr(&self, a: &[u8]) -> String {
             format!("{a:?}")
         }
+    }
+
+    #[test]
+    fn a_partial_name_resolves_to_the_full_address() {
+        let av = Av::new(&AvAttr::default(), Arc::new(Fixed)).unwrap();
+        let named = av.insert(&[1, 2, 0, 0], None).unwrap();
+        let other = av.insert(&[5, 6, 7, 8], None).unwrap();
+        assert_eq!(av.resolve_entry(&[1, 2, 0, 0], &[1, 2, 3, 4]), Some(named));
+        assert_eq!(&*av.lookup(named).unwrap(), &[1, 2, 3, 4]);
+        assert_eq!(av.reverse(&[1, 2, 3, 4]), Some(named));
+        assert_eq!(av.reverse(&[1, 2, 0, 0]), None);
+        // Nothing to resolve, or the full address is another entry already: no change.
+        assert_eq!(av.resolve_entry(&[1, 2, 0, 0], &[1, 2, 3, 4]), None);
+        let again = av.insert(&[5, 6, 0, 0], None).unwrap();
+        assert_eq!(av.resolve_entry(&[5, 6, 0, 0], &[5, 6, 7, 8]), None);
+        assert_eq!(&*av.lookup(again).unwrap(), &[5, 6, 0, 0]);
+        assert_eq!(av.reverse(&[5, 6, 7, 8]), Some(other));
+        assert_eq!(av.resolve_entry(&[1, 2, 3, 4], &[1]), None, "bad address");
     }
 
     #[test]

@@ -403,6 +403,19 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
     }
 }
 
+/// Whether the device of info `i` can reach `dest`: loopback destinations only from a
+/// loopback device, which reaches no other host (only addresses of this one, `local`).
+fn reaches(i: &Info, dest: &EfaAddr, local: &[[u8; 16]]) -> bool {
+    let Some(own) = i.src_addr.as_deref().and_then(EfaAddr::from_bytes) else {
+        return false;
+    };
+    match (own.ip().is_loopback(), dest.ip().is_loopback()) {
+        (_, true) => own.ip().is_loopback(),
+        (true, false) => local.contains(&dest.gid),
+        (false, false) => true,
+    }
+}
+
 pub struct EfaProvider;
 
 pub static EFA: EfaProvider = EfaProvider;
@@ -438,14 +451,32 @@ impl InfoProvider for EfaProvider {
         } else {
             None
         };
-        // FI_SOURCE with a node: only the device that owns that address (efa-reference §10).
-        if flags & FI_SOURCE != 0
-            && let Some(a) = named.filter(|_| node.is_some())
-        {
+        // fi_getinfo(3): a source address (FI_SOURCE with a node, or hints->src_addr) keeps
+        // only the device that owns it (efa-reference §10); a destination keeps the devices
+        // that can reach it, the best first.
+        let src = match (flags & FI_SOURCE != 0, named) {
+            (true, Some(a)) if node.is_some() => Some(a),
+            _ => hints
+                .and_then(|h| h.src_addr.as_deref())
+                .and_then(EfaAddr::from_bytes),
+        };
+        let dest = match (flags & FI_SOURCE == 0, named) {
+            (true, Some(a)) if node.is_some() => Some(a),
+            _ => hints
+                .and_then(|h| h.dest_addr.as_deref())
+                .and_then(EfaAddr::from_bytes),
+        };
+        if let Some(a) = src.filter(|a| !a.ip().is_unspecified()) {
             all.retain(|i| i.src_addr.as_deref().map(|s| &s[..16]) == Some(&a.gid[..]));
-            if all.is_empty() {
-                return Err(Errno::NODATA);
-            }
+        }
+        if let Some(d) = dest.filter(|a| !a.ip().is_unspecified()) {
+            let local: Vec<[u8; 16]> = devs.iter().map(|d| EfaAddr::gid_of(d.iface.addr)).collect();
+            all.retain(|i| reaches(i, &d, &local));
+            // Stable: a device that owns the destination (the peer is on this host) first.
+            all.sort_by_key(|i| i.src_addr.as_deref().map(|s| &s[..16]) != Some(&d.gid[..]));
+        }
+        if all.is_empty() {
+            return Err(Errno::NODATA);
         }
         let mut list = crate::core::getinfo::util_getinfo(&all, version, hints)?;
         let hint_mr = hints.map_or(0, |h| h.domain_attr.mr_mode);
@@ -471,8 +502,20 @@ impl InfoProvider for EfaProvider {
                     i.dest_addr = Some(d);
                 }
             }
+            // Asked for remote communication only: the info says so, and its endpoints keep
+            // local peers on the device too (no shm), as upstream efa does.
+            if hints.is_some_and(|h| h.caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) == FI_REMOTE_COMM) {
+                i.caps &= !FI_LOCAL_COMM;
+            }
             if i.ep_attr.type_ == FI_EP_RDM {
                 i.domain_attr.av_type = FI_AV_TABLE;
+                // As upstream: the application's choice, enabled when it has none.
+                if let Some(rm) = hints
+                    .map(|h| h.domain_attr.resource_mgmt)
+                    .filter(|&rm| rm != FI_RM_UNSPEC)
+                {
+                    i.domain_attr.resource_mgmt = rm;
+                }
             }
             // FI_MR_LOCAL only when the application offers it (§10).
             if hint_mr & FI_MR_LOCAL as i32 != 0 && i.domain_attr.mr_mode != 0 {
@@ -525,6 +568,7 @@ impl Fabric for EfaFabric {
             rdm: kind == Kind::Rdm,
             mr_map: Arc::new(MrMap::new(mr_mode, 4)),
             mr_mode,
+            rm_enabled: info.domain_attr.resource_mgmt != FI_RM_DISABLED,
             knobs: Knobs::load(),
             shm: std::sync::OnceLock::new(),
         }))
@@ -541,6 +585,8 @@ pub struct EfaDomain {
     rdm: bool,
     pub mr_map: Arc<MrMap>,
     mr_mode: i32,
+    /// `resource_mgmt` is not `FI_RM_DISABLED` (the RDM endpoint's RNR handling).
+    pub rm_enabled: bool,
     pub knobs: Knobs,
     /// The shm domain of the endpoints that carry our local peers, opened on first use.
     shm: std::sync::OnceLock<Arc<ShmDomain>>,
@@ -562,14 +608,25 @@ impl EfaDomain {
         }
     }
 
-    /// Opens a queue pair, on the port named by the info's source address if any.
+    /// Opens a queue pair, on the port named by the info's source address if any (a source
+    /// without a service gets a fresh port).
     fn open_device(&self, info: &Info) -> Result<UdpDevice> {
         let port = info
             .src_addr
             .as_deref()
             .and_then(EfaAddr::from_bytes)
             .map_or(0, |a| a.qpn);
-        UdpDevice::open(&self.dev, port, &self.device_config())
+        UdpDevice::open(&self.dev, port, &self.device_config()).inspect_err(|e| {
+            crate::fi_warn!(
+                PROV_NAME,
+                crate::core::log::Subsys::EpCtrl,
+                "{}: cannot bind {}:{}: {}",
+                self.dev.name,
+                self.dev.iface.addr,
+                port,
+                e
+            );
+        })
     }
 }
 
@@ -706,6 +763,47 @@ mod tests {
             c.straddr(&b)
                 .starts_with("fi_addr_efa://[::ffff:10.0.0.1]:4791:")
         );
+    }
+
+    /// fi_getinfo(3): a destination keeps the devices that can reach it, a source the device
+    /// that owns it (fabtests' client passes its FI_SOURCE answer back in hints->src_addr).
+    #[test]
+    fn source_and_destination_choose_the_device() {
+        let mut h = Info::default();
+        h.ep_attr.type_ = FI_EP_RDM;
+        let v = fi_version(2, 0);
+        let to_lo = EFA
+            .getinfo(v, Some("127.0.0.1"), Some("9228"), 0, Some(&h))
+            .unwrap();
+        assert!(!to_lo.is_empty());
+        for i in &to_lo {
+            assert!(i.domain_attr.name.as_deref().unwrap().starts_with("srd_lo"));
+            let d = EfaAddr::from_bytes(i.dest_addr.as_deref().unwrap()).unwrap();
+            assert_eq!(
+                (d.ip().to_string().as_str(), d.qpn, d.qkey),
+                ("127.0.0.1", 9228, 0)
+            );
+        }
+        let src = EFA
+            .getinfo(v, Some("127.0.0.1"), None, FI_SOURCE, Some(&h))
+            .unwrap();
+        let mut hs = h.clone();
+        hs.src_addr = src[0].src_addr.clone();
+        let both = EFA
+            .getinfo(v, Some("127.0.0.1"), Some("9228"), 0, Some(&hs))
+            .unwrap();
+        assert!(both.iter().all(|i| i.src_addr == hs.src_addr));
+        assert_eq!(both[0].domain_attr.name.as_deref(), Some("srd_lo-rdm"));
+        // Every device owns its address: as a destination it comes first.
+        for d in devices(false) {
+            let node = d.iface.addr.to_string();
+            let l = EFA.getinfo(v, Some(&node), Some("1"), 0, Some(&h)).unwrap();
+            assert_eq!(
+                l[0].domain_attr.name.as_deref(),
+                Some(format!("{}-rdm", d.name).as_str()),
+                "{node}"
+            );
+        }
     }
 
     #[test]

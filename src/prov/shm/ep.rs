@@ -226,6 +226,9 @@ pub struct PeerMode {
     pub name_of: fn(&[u8]) -> Option<String>,
     /// The AV address of the peer with a shm name.
     pub addr_of: fn(&str) -> Option<Vec<u8>>,
+    /// The partial address under which the application may have inserted that peer before
+    /// it knew the whole (efa: its node and service, QKEY 0); an arrival resolves it.
+    pub partial_of: fn(&[u8]) -> Option<Vec<u8>>,
 }
 
 struct Inner {
@@ -476,7 +479,11 @@ impl Inner {
     fn av_index(&self, name: &str) -> Option<u64> {
         let av = self.av.as_ref()?;
         match &self.peer_mode {
-            Some(m) => av.reverse(&(m.addr_of)(name)?),
+            Some(m) => {
+                let a = (m.addr_of)(name)?;
+                av.reverse(&a)
+                    .or_else(|| av.resolve_entry(&(m.partial_of)(&a)?, &a))
+            }
             None => av.reverse(name.as_bytes()),
         }
     }

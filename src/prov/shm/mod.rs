@@ -62,10 +62,23 @@ pub fn define_params() {
     let _ = ep::cma_enabled();
 }
 
+/// The shared-memory object of the endpoint named `name`: the name made safe, after the
+/// user's id, and a hash of the name unless it was safe as it was (`fi_shm://` names).
 pub fn region_name(name: &str) -> String {
     let body = name.split_once("://").map_or(name, |(_, b)| b);
-    let clean: String = body
-        .chars()
+    let clean = clean_name(body);
+    let mut out = format!("/{}", region_stem(&clean));
+    if clean != body || !name.starts_with("fi_shm://") {
+        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        out.push_str(&format!("_{h:016x}"));
+    }
+    out
+}
+
+fn clean_name(body: &str) -> String {
+    body.chars()
         .take(160)
         .map(|c| {
             if c.is_ascii_alphanumeric() || "._:-".contains(c) {
@@ -74,15 +87,37 @@ pub fn region_name(name: &str) -> String {
                 '_'
             }
         })
-        .collect();
-    let mut out = format!("/fabric_shm_{}_{}", crate::sys::os::uid(), clean);
-    if clean != body || !name.starts_with("fi_shm://") {
-        let h = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        out.push_str(&format!("_{h:016x}"));
+        .collect()
+}
+
+fn region_stem(clean: &str) -> String {
+    format!("fabric_shm_{}_{}", crate::sys::os::uid(), clean)
+}
+
+/// The names of this user's live endpoints (their region exists, is ready and its owner
+/// runs) that begin with `prefix`, a scheme and the start of a name made only of safe
+/// characters (`efa://<gid>:<qpn>:`): how a peer known by part of its name is found on this
+/// host.
+pub fn live_names(prefix: &str) -> Vec<String> {
+    let Some((scheme, body)) = prefix.split_once("://") else {
+        return Vec::new();
+    };
+    if clean_name(body) != body {
+        return Vec::new();
     }
-    out
+    let stem = region_stem(body);
+    crate::sys::shm::names()
+        .into_iter()
+        .filter_map(|object| {
+            // `<stem><rest of the name>_<hash>`: the hash is of the whole name, so the
+            // candidate is checked by naming its region again.
+            let rest = object.strip_prefix(&stem)?;
+            let (tail, _hash) = rest.rsplit_once('_')?;
+            let name = format!("{scheme}://{body}{tail}");
+            (region_name(&name) == format!("/{object}")).then_some(name)
+        })
+        .filter(|name| region::Region::open(&region_name(name)).is_ok_and(|r| !r.owner_gone()))
+        .collect()
 }
 
 /// `fi_av_insert` addresses: NUL-terminated strings.

@@ -236,6 +236,13 @@ pub trait Device: Send {
         self.flush();
     }
 
+    /// What a NIC does without the host: acknowledges arrivals into posted receives (their
+    /// completions wait for the next `poll`), refuses the rest with RNR, retransmits. Called
+    /// when the application has not polled for a while (`rdm::ack_timer`), so that a busy
+    /// application is neither given up as unreachable by its peers nor flooded past its
+    /// buffers. A device whose hardware does this itself does nothing here.
+    fn service(&mut self) {}
+
     /// `FI_OPT_EFA_RNR_RETRY`.
     fn set_rnr_retry(&mut self, n: u32);
 

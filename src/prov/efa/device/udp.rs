@@ -19,7 +19,7 @@ use crate::core::{Errno, Result};
 use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
 use crate::sys::mem::IoVec;
 use crate::sys::netif::Iface;
-use crate::sys::poll::{Epoll, TimerFd};
+use crate::sys::poll::{Epoll, EventFd, TimerFd};
 use crate::sys::udp::{BATCH, UdpSock};
 
 /// Datagrams up to this size are received in runs (GRO) when the kernel can.
@@ -134,6 +134,10 @@ pub struct UdpDevice {
     /// The deadline the timer is armed for (device time), if any.
     armed: Option<Time>,
     wait: Epoll,
+    /// Receives completed by [`Device::service`] while the application was away, handed up
+    /// by the next `poll`; `held_signal` (in the wait set) is readable while there are any.
+    held: Vec<Completion>,
+    held_signal: EventFd,
 }
 
 /// SocketAddr with an order, for the delay heap.
@@ -141,13 +145,17 @@ pub struct UdpDevice {
 pub struct SocketAddrOrd(SocketAddr);
 
 impl UdpDevice {
-    /// Opens a queue pair on `dev` (port 0: any free port).
+    /// Opens a queue pair on `dev` (port 0: any free port). A port the application named
+    /// makes the endpoint reachable by node and service alone (QKEY 0, `srd` module docs).
     pub fn open(dev: &UdpDeviceInfo, port: u16, cfg: &DeviceConfig) -> Result<UdpDevice> {
         let sock = UdpSock::bind(dev.iface.addr, port, 16 << 20)?;
-        let qkey = crate::sys::random::u32() & 0x7fff_ffff;
+        // 31 random bits, never 0 (the "any QKEY at this address" of a peer that knows only
+        // our node and service).
+        let qkey = (crate::sys::random::u32() & 0x7fff_ffff).max(1);
         let addr = EfaAddr::from_socket(sock.local_addr(), qkey);
         let tcfg = Config {
             qkey,
+            accept_unkeyed: port != 0,
             rnr_retry: cfg.rnr_retry,
             rnr_timeout_interval_us: cfg.timeout_interval_us,
             rnr_max_timeout_us: cfg.max_timeout_us,
@@ -156,9 +164,11 @@ impl UdpDevice {
             ..Config::default()
         };
         let timer = TimerFd::new()?;
+        let held_signal = EventFd::new()?;
         let wait = Epoll::new()?;
         wait.add(sock.fd())?;
         wait.add(timer.raw())?;
+        wait.add(held_signal.raw())?;
         let buf_len = recv_buf_len(dev.mtu);
         // Runs are worth taking whole when datagrams are small; on loopback they are 64 KiB
         // already, and handing the socket buffer up saves the copy.
@@ -188,6 +198,8 @@ impl UdpDevice {
             timer,
             armed: None,
             wait,
+            held: Vec::new(),
+            held_signal,
         })
     }
 
@@ -491,6 +503,10 @@ impl Device for UdpDevice {
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) {
+        if !self.held.is_empty() {
+            out.append(&mut self.held);
+            self.held_signal.drain();
+        }
         let now = self.now();
         // Acks for what arrived wait for `flush`, at the end of the caller's pass: answers the
         // caller sends in that pass carry them.
@@ -567,6 +583,20 @@ impl Device for UdpDevice {
         if !self.backlog.is_empty() || self.t.has_transmits() {
             let now = self.now();
             self.transmit(now);
+        }
+    }
+
+    fn service(&mut self) {
+        let now = self.now();
+        let before = self.held.len();
+        let mut held = core::mem::take(&mut self.held);
+        self.receive(now, &mut held);
+        self.held = held;
+        self.t.handle_timeout(now);
+        self.send_unreliable(now);
+        self.flush_all();
+        if before == 0 && !self.held.is_empty() {
+            self.held_signal.signal();
         }
     }
 

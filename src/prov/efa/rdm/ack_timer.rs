@@ -8,14 +8,21 @@
 //! until it gave the receiver up as unreachable. So an endpoint that keeps an ack back raises
 //! its flag, and this thread, every `TICK`, flushes what the flagged endpoints still keep
 //! (when their lock is free: when it is not, the application is inside the library and its
-//! call ends with a flush). The thread parks after `IDLE_TICKS` ticks with nothing kept and
-//! the next endpoint that keeps an ack wakes it; while it is awake the endpoints make no
-//! system call for it.
+//! call ends with a flush). After `IDLE_TICKS` ticks with nothing kept it parks, and the next
+//! endpoint that keeps an ack wakes it; while it is awake the endpoints make no system call
+//! for it.
+//!
+//! It also stands in for the NIC that the software device lacks: while endpoints exist, its
+//! park ends every `SERVICE_TICK`, and a device the application has not polled for
+//! `ep::UNATTENDED` is serviced (`Device::service`: arrivals acknowledged into the posted
+//! buffers or refused with RNR, retransmissions sent). An application busy elsewhere for
+//! seconds is then neither given up by its peers as unreachable nor flooded past its buffers
+//! (fabtests' `fi_efa_rnr_read_cq_error` expects the RNR a NIC would send).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::thread::Thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::RdmEndpoint;
 
@@ -27,6 +34,8 @@ use super::RdmEndpoint;
 const TICK: Duration = Duration::from_millis(1);
 /// Ticks with nothing kept back before the thread parks (10 ms).
 const IDLE_TICKS: u32 = 10;
+/// How often unattended devices are looked for while parked with endpoints open.
+const SERVICE_TICK: Duration = Duration::from_millis(10);
 
 struct Entry {
     kept: Arc<AtomicBool>,
@@ -65,6 +74,12 @@ pub(super) fn register(kept: Arc<AtomicBool>, ep: Weak<RdmEndpoint>) {
             Err(_) => std::thread::current(),
         }
     });
+    // It may be parked for good (no endpoint was open): this one is to be serviced.
+    if RUNNING.load(Ordering::Acquire)
+        && let Some(th) = t.thread.get()
+    {
+        th.unpark();
+    }
 }
 
 /// The thread runs: acks may be kept back.
@@ -93,11 +108,41 @@ fn any_kept(t: &AckTimer) -> bool {
     eps.iter().any(|e| e.kept.load(Ordering::SeqCst))
 }
 
+/// Services the devices of endpoints the application has left alone; whether any endpoint
+/// is open.
+fn service(t: &AckTimer) -> bool {
+    let eps: Vec<_> = {
+        let mut eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
+        eps.retain(|e| e.ep.strong_count() > 0);
+        eps.iter().filter_map(|e| e.ep.upgrade()).collect()
+    };
+    for ep in &eps {
+        ep.service_unattended();
+    }
+    !eps.is_empty()
+}
+
 fn run() {
     let t = &*TIMER;
     let mut idle = 0u32;
+    let mut open = true;
+    let mut last_service = Instant::now();
     loop {
-        std::thread::sleep(TICK);
+        if idle < IDLE_TICKS {
+            std::thread::sleep(TICK);
+        } else {
+            t.parked.store(true, Ordering::SeqCst);
+            if !any_kept(t) {
+                // (Either may return early: the loop looks again.) With endpoints open the
+                // park ends in time for the next service tick.
+                if open {
+                    std::thread::park_timeout(SERVICE_TICK);
+                } else {
+                    std::thread::park();
+                }
+            }
+            t.parked.store(false, Ordering::SeqCst);
+        }
         let mut any = false;
         {
             let mut eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
@@ -109,17 +154,10 @@ fn run() {
                 }
             }
         }
-        idle = if any { 0 } else { idle + 1 };
-        if idle >= IDLE_TICKS {
-            t.parked.store(true, Ordering::SeqCst);
-            if any_kept(t) {
-                t.parked.store(false, Ordering::SeqCst);
-            } else {
-                // (May return early: the loop looks again.)
-                std::thread::park();
-                t.parked.store(false, Ordering::SeqCst);
-            }
-            idle = 0;
+        if last_service.elapsed() >= SERVICE_TICK {
+            open = service(t);
+            last_service = Instant::now();
         }
+        idle = if any { 0 } else { idle.saturating_add(1) };
     }
 }

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::pkt::{self, ReqHdr, RmaIov};
 use super::quiet::{DEVICE_QUIET, QUIET_POLL_PERIOD, Quiet};
@@ -42,6 +42,10 @@ pub const EXTRA_INFO: u64 = pkt::EXTRA_DELIVERY_COMPLETE
 
 /// Device completions handled per progress call.
 const POLL_BATCH: usize = 64;
+/// A device not polled for this long is serviced by the ack timer's thread (`Device::service`):
+/// well inside a sender's shortest give-up time (`srd::Config::unreachable`, 5 s) and its
+/// longest retransmission timeout (200 ms), far above the gaps of an application that polls.
+pub(super) const UNATTENDED: Duration = Duration::from_millis(20);
 
 /// Bytes of packets handed to the device and not yet completed before bulk data (CTSDATA of
 /// long messages and writes, read responses) waits for completions (as a packet count, at
@@ -403,6 +407,10 @@ pub(super) struct Inner {
     pub refused: u64,
     /// FI_OPT_EFA_RNR_RETRY.
     pub rnr_retry: u32,
+    /// `domain_attr->resource_mgmt` is `FI_RM_ENABLED`: a packet refused for lack of a receive
+    /// buffer is sent again after a back-off, forever; disabled, the operation fails with
+    /// `FI_ENORX` once the device gave up (fi_domain(3), efa-reference §6).
+    pub rm_enabled: bool,
     /// When the device was last polled, and last gave a completion (see `DEVICE_QUIET`).
     pub dev_polled: Instant,
     /// This call polled the device (see `Locked`'s drop).
@@ -445,6 +453,7 @@ impl RdmEndpoint {
         dev: Box<dyn Device>,
     ) -> Arc<RdmEndpoint> {
         let knobs = domain.knobs.clone();
+        let rm_enabled = domain.rm_enabled;
         let mtu = dev.mtu();
         let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
         // Upstream uses shm unless the application asked for remote communication only.
@@ -507,6 +516,7 @@ impl RdmEndpoint {
                 dropped: 0,
                 refused: 0,
                 rnr_retry: 3,
+                rm_enabled,
                 dev_polled: Instant::now(),
                 polled: false,
                 dev_heard: Instant::now(),
@@ -533,6 +543,21 @@ impl RdmEndpoint {
         };
         g.dev.flush_all();
         g.acks_kept.store(false, Ordering::Relaxed);
+    }
+
+    /// The ack timer's slow tick: a device the application has not polled for
+    /// `UNATTENDED` is serviced as a NIC would be (`Device::service`): arrivals acknowledged
+    /// into posted buffers or refused with RNR, retransmissions sent.
+    pub(super) fn service_unattended(&self) {
+        let mut g = match self.inner.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        if g.enabled && g.dev_polled.elapsed() >= UNATTENDED {
+            g.dev.service();
+            g.acks_kept.store(false, Ordering::Relaxed);
+        }
     }
 
     /// Packets dropped as malformed or spoofed, and remote accesses refused.
@@ -700,6 +725,9 @@ impl Inner {
         if let Some(&p) = self.by_addr.get(&addr) {
             return p;
         }
+        if let Some(p) = self.learn_qkey(addr) {
+            return p;
+        }
         let fi_addr = self
             .av
             .as_ref()
@@ -712,6 +740,30 @@ impl Inner {
             self.by_fi.insert(fi_addr, p);
         }
         p
+    }
+
+    /// A first packet from `addr`: if the application inserted that peer by node and service
+    /// (QKEY 0, see the `srd` module), it is this one. The peer and its AV entry take the
+    /// full address, so that sources, `fi_av_lookup` and later inserts of it agree.
+    pub(super) fn learn_qkey(&mut self, addr: EfaAddr) -> Option<usize> {
+        let unkeyed = EfaAddr { qkey: 0, ..addr };
+        if addr.qkey == 0 {
+            return None;
+        }
+        let p = self.by_addr.remove(&unkeyed)?;
+        self.peers[p].addr = addr;
+        self.by_addr.insert(addr, p);
+        if let Some(av) = &self.av {
+            av.resolve_entry(&unkeyed.to_bytes(), &addr.to_bytes());
+        }
+        crate::fi_info!(
+            "efa",
+            crate::core::log::Subsys::Av,
+            "{} answered as {}",
+            unkeyed.straddr(),
+            addr.straddr()
+        );
+        Some(p)
     }
 }
 
@@ -1653,7 +1705,7 @@ impl RdmEndpoint {
                     Owner::Ctrl => {}
                 }
             }
-            Err(DevError::Rnr) => {
+            Err(DevError::Rnr) if g.rm_enabled => {
                 // efa-reference §6: resource management enabled — queue the packet again and
                 // back off from this peer.
                 let p = sent.peer;
@@ -1952,6 +2004,10 @@ impl Endpoint for RdmEndpoint {
             self.shm_on.store(false, Ordering::Release);
             shm.close()?;
         }
+        // What arrived since the last poll is acknowledged, as a NIC acknowledges what lands
+        // in its posted buffers, so that no sender retransmits to a closed queue pair until it
+        // gives us up (and fails what it has pending to us) as unreachable.
+        g.dev.service();
         g.dev.flush_all();
         // What the transport went through (FI_LOG_LEVEL=info): retransmissions, RNR, drops.
         crate::fi_info!(

@@ -20,6 +20,7 @@ use crate::prov::shm::{PeerMode, ShmEndpoint};
 pub(super) const PEER_MODE: PeerMode = PeerMode {
     name_of: shm_name_of,
     addr_of: efa_addr_of,
+    partial_of: unkeyed_of,
 };
 
 const SCHEME: &str = "efa://";
@@ -28,6 +29,18 @@ const SCHEME: &str = "efa://";
 pub(super) fn shm_name(a: &EfaAddr) -> String {
     let gid: String = a.gid.iter().map(|b| format!("{b:02x}")).collect();
     format!("{SCHEME}{gid}:{}:{:08x}", a.qpn, a.qkey)
+}
+
+/// The start of the shm names of every endpoint at `a`'s GID and QPN, whatever its QKEY.
+fn unkeyed_prefix(a: &EfaAddr) -> String {
+    let full = shm_name(a);
+    full[..full.len() - 8].to_string()
+}
+
+/// The address an application that knew only the node and service inserted (QKEY 0).
+fn unkeyed_of(addr: &[u8]) -> Option<Vec<u8>> {
+    let a = EfaAddr::from_bytes(addr)?;
+    (a.qkey != 0).then(|| EfaAddr { qkey: 0, ..a }.to_bytes().to_vec())
 }
 
 fn shm_name_of(addr: &[u8]) -> Option<String> {
@@ -67,7 +80,18 @@ impl RdmEndpoint {
         let local = match peer.via_shm {
             Some(v) => v,
             None => {
-                let v = peer.addr.gid == g.dev.addr().gid && shm.reachable(peer.fi_addr);
+                let here = peer.addr.gid == g.dev.addr().gid;
+                if here && peer.addr.qkey == 0 {
+                    // Inserted by node and service: the endpoint bound there, if it is on
+                    // this host, says its QKEY through its shm name.
+                    if let [name] = &crate::prov::shm::live_names(&unkeyed_prefix(&peer.addr))[..]
+                        && let Some(a) = efa_addr_of(name).as_deref().and_then(EfaAddr::from_bytes)
+                    {
+                        g.learn_qkey(a);
+                    }
+                }
+                let peer = &g.peers[p];
+                let v = here && peer.addr.qkey != 0 && shm.reachable(peer.fi_addr);
                 if !v && peer.addr.gid == g.dev.addr().gid {
                     crate::fi_info!(
                         "efa",

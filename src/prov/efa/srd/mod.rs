@@ -17,6 +17,12 @@
 //! times, then fails that send with [`Status::Rnr`]. A peer that acknowledges nothing for
 //! `unreachable` is declared unreachable and everything pending to it fails. Datagrams with a
 //! wrong QKEY or that do not parse are dropped and counted.
+//!
+//! QKEY 0 is never an endpoint's own: it means "the endpoint at this address, whichever it
+//! is" (a peer known only by node and service, fi_getinfo(3)). Only an endpoint whose address
+//! the application named ([`Config::accept_unkeyed`]) accepts datagrams sent to it, and a
+//! sender learns the real QKEY from the first datagram that comes back ([`Transport::learn`]);
+//! `docs/addressing.md` says what this gives up.
 
 pub mod wire;
 
@@ -47,8 +53,11 @@ pub enum Status {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
-    /// Our QKEY; datagrams addressed to another one are dropped.
+    /// Our QKEY (never 0); datagrams addressed to another one are dropped.
     pub qkey: u32,
+    /// Also accept datagrams addressed to QKEY 0: this endpoint is bound to a service the
+    /// application asked for, so peers may know it by node and service alone.
+    pub accept_unkeyed: bool,
     /// Most datagrams in flight per peer (≤ 64, the selective-ack width + 1).
     pub max_window: u32,
     pub initial_window: u32,
@@ -77,6 +86,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             qkey: 0,
+            accept_unkeyed: false,
             max_window: 64,
             initial_window: 32,
             min_rto: MS,
@@ -108,6 +118,8 @@ pub struct Stats {
     pub delivered: u64,
     pub duplicates: u64,
     pub dropped_bad_qkey: u64,
+    /// Peers first addressed by node and service whose QKEY was learned from their answer.
+    pub qkeys_learned: u64,
     pub dropped_malformed: u64,
     pub dropped_window: u64,
 }
@@ -397,6 +409,21 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         self.peers.len() - 1
     }
 
+    /// A first datagram from `key`: if we address its sender as QKEY 0 (by node and service
+    /// only), that peer is this one. Its state (datagrams in flight, window, timers) carries
+    /// on under the real QKEY, so retransmissions and acknowledgements match from now on.
+    fn learn(&mut self, key: PeerKey<A>) {
+        let unkeyed = PeerKey {
+            addr: key.addr,
+            qkey: 0,
+        };
+        if let Some(p) = self.index.remove(&unkeyed) {
+            self.peers[p].key = key;
+            self.index.insert(key, p);
+            self.stats.qkeys_learned += 1;
+        }
+    }
+
     /// Datagrams (sent or waiting) not yet settled.
     pub fn outstanding(&self) -> usize {
         self.peers
@@ -675,7 +702,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 dst_qkey, src_qkey, ..
             } => (dst_qkey, src_qkey),
         };
-        if dst != self.cfg.qkey {
+        // A source QKEY of 0 names no endpoint: nobody could answer it.
+        if (dst != self.cfg.qkey && !(dst == 0 && self.cfg.accept_unkeyed)) || src == 0 {
             self.stats.dropped_bad_qkey += 1;
             return Arrival::Nothing;
         }
@@ -683,6 +711,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             addr: from,
             qkey: src,
         };
+        if !self.index.contains_key(&key) {
+            self.learn(key);
+        }
         match repr {
             Repr::Unreliable { .. } => {
                 if !rx_ready {

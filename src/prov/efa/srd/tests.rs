@@ -456,6 +456,88 @@ fn wrong_qkey_and_garbage_are_dropped_and_counted() {
     assert_eq!(t.outstanding(), 0);
 }
 
+/// A data datagram from `src` to `dst` with sequence `seq`, sealed.
+fn data(dst: u32, src: u32, seq: u32) -> [u8; 40] {
+    let mut d = [0u8; 40];
+    Repr::Data {
+        dst_qkey: dst,
+        src_qkey: src,
+        seq,
+        base: 0,
+        ack: None,
+    }
+    .emit(&mut d);
+    wire::seal(&mut d, true);
+    d
+}
+
+/// `docs/addressing.md`: QKEY 0 reaches only an endpoint bound to a service the application
+/// named; the sender learns the real QKEY from the first answer and carries on under it.
+#[test]
+fn a_peer_known_by_node_and_service_is_reached_and_learned() {
+    let cfg = |qkey, accept_unkeyed| Config {
+        qkey,
+        accept_unkeyed,
+        ..Config::default()
+    };
+    // An endpoint on a random port refuses QKEY 0; a named one accepts it.
+    let mut unnamed: Transport<u8> = Transport::new(cfg(5, false), 1);
+    assert_eq!(
+        unnamed.handle_datagram(0, 1, &data(0, 7, 0), true),
+        Arrival::Nothing
+    );
+    assert_eq!(unnamed.stats().dropped_bad_qkey, 1);
+    let mut server: Transport<u8> = Transport::new(cfg(5, true), 2);
+    // A source QKEY of 0 names nobody: refused even by a named endpoint.
+    assert_eq!(
+        server.handle_datagram(0, 1, &data(0, 0, 0), true),
+        Arrival::Nothing
+    );
+    // The client (QKEY 7, at address 1) knows the server (address 2) by address only.
+    let mut client: Transport<u8> = Transport::new(cfg(7, false), 3);
+    let unkeyed = PeerKey { addr: 2u8, qkey: 0 };
+    client.send(0, unkeyed, 11, vec![0u8; 64]);
+    let Some(Transmit::Data { peer, seq, .. }) = client.poll_transmit() else {
+        panic!("nothing sent");
+    };
+    let [head, tail] = client.datagram(peer, seq).unwrap();
+    let first = [head, tail].concat();
+    assert!(matches!(
+        server.handle_datagram(0, 1, &first, true),
+        Arrival::Deliver { src_qkey: 7, .. }
+    ));
+    server.flush_acks();
+    // The server's ack carries its real QKEY: the client takes it, completes the send and
+    // addresses the server by it from now on.
+    let mut learned = false;
+    while let Some(t) = server.poll_transmit() {
+        if let Transmit::Ctrl { bytes, len, .. } = t {
+            client.handle_datagram(1, 2, &bytes[..len], true);
+            learned = true;
+        }
+    }
+    assert!(learned, "the server acknowledged");
+    assert_eq!(client.stats().qkeys_learned, 1);
+    assert!(matches!(
+        client.poll_completion(),
+        Some((11, Status::Ok, _))
+    ));
+    client.send(2, PeerKey { addr: 2u8, qkey: 5 }, 12, vec![0u8; 64]);
+    let Some(Transmit::Data { peer, seq, .. }) = client.poll_transmit() else {
+        panic!("nothing sent");
+    };
+    let next = client.datagram(peer, seq).unwrap().concat();
+    assert!(matches!(
+        server.handle_datagram(3, 1, &next, true),
+        Arrival::Deliver { .. }
+    ));
+    assert_eq!(
+        server.handle_datagram(3, 1, &next, true),
+        Arrival::Nothing,
+        "the same sequence space: a copy is a duplicate"
+    );
+}
+
 #[test]
 fn ack_overhead_is_low_in_bulk() {
     let mut sim = Sim::new(11, Faults::default());
