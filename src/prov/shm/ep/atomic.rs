@@ -91,36 +91,17 @@ impl ShmEndpoint {
                 AtomicKind::Write => FI_WRITE,
                 _ => FI_READ,
             };
+        let cntr = if op.kind == AtomicKind::Write {
+            CntrKind::Write
+        } else {
+            CntrKind::Read
+        };
         let tx = TxOp {
-            peer: p,
-            kind: TxKind::Atomic,
-            context: op.context,
-            flags,
-            cq_flags,
-            len,
-            iov: Vec::new(),
             result: op.result.to_vec(),
             bounce,
-            push: None,
-            may_copy: None,
-            shared: None,
-            retried: false,
-            unordered: false,
-            cntr: if op.kind == AtomicKind::Write {
-                CntrKind::Write
-            } else {
-                CntrKind::Read
-            },
+            ..TxOp::new(p, TxKind::Atomic, cntr, op.context, flags, cq_flags, len)
         };
-        let id = g.tx_ops.insert(tx);
-        c.op_id = id;
-        if let Err(e) = g.push_cmd(p, &c) {
-            g.tx_ops.remove(id);
-            if let (Some(b), Some(r)) = (bounce, &g.region) {
-                r.buf_release(b);
-            }
-            return Err(e);
-        }
+        g.post_op(p, tx, &mut c)?;
         Ok(())
     }
 

@@ -48,6 +48,26 @@ pub(super) struct Peer {
     pub(super) held_retries: VecDeque<Box<Cmd>>,
 }
 
+impl Peer {
+    /// A peer not connected yet, at `fi_addr` in our AV (or `FI_ADDR_NOTAVAIL`).
+    fn new(addr: String, fi_addr: u64) -> Peer {
+        Peer {
+            addr,
+            region: None,
+            connected: false,
+            token: 0,
+            pid: 0,
+            fi_addr,
+            dead: false,
+            unordered: 0,
+            uncleared: 0,
+            share_refused: false,
+            retrying: false,
+            held_retries: VecDeque::new(),
+        }
+    }
+}
+
 impl Inner {
     pub(super) fn region(&self) -> Result<&Arc<Region>> {
         self.region.as_ref().ok_or(Errno::OPBADSTATE)
@@ -121,20 +141,7 @@ impl Inner {
                 i
             }
             None => {
-                self.peers.push(Peer {
-                    addr,
-                    region: None,
-                    connected: false,
-                    token: 0,
-                    pid: 0,
-                    fi_addr,
-                    dead: false,
-                    unordered: 0,
-                    uncleared: 0,
-                    share_refused: false,
-                    retrying: false,
-                    held_retries: VecDeque::new(),
-                });
+                self.peers.push(Peer::new(addr, fi_addr));
                 self.peers.len() - 1
             }
         };
@@ -278,20 +285,7 @@ impl ShmEndpoint {
         let idx = match existing {
             Some(i) => i,
             None => {
-                g.peers.push(Peer {
-                    addr,
-                    region: None,
-                    connected: false,
-                    token: 0,
-                    pid: 0,
-                    fi_addr,
-                    dead: false,
-                    unordered: 0,
-                    uncleared: 0,
-                    share_refused: false,
-                    retrying: false,
-                    held_retries: VecDeque::new(),
-                });
+                g.peers.push(Peer::new(addr, fi_addr));
                 g.peers.len() - 1
             }
         };

@@ -99,35 +99,15 @@ impl ShmEndpoint {
             (FI_WRITE | FI_RMA, CntrKind::Write, TxKind::Write)
         };
         let tx = TxOp {
-            peer: p,
-            kind,
-            context: op.context,
-            flags,
-            cq_flags,
-            len,
             iov: if op.call == Call::Inject {
                 Vec::new()
             } else {
                 op.iov.to_vec()
             },
-            result: Vec::new(),
             bounce,
-            push: None,
-            may_copy: None,
-            shared: None,
-            retried: false,
-            unordered: false,
-            cntr,
+            ..TxOp::new(p, kind, cntr, op.context, flags, cq_flags, len)
         };
-        let id = g.tx_ops.insert(tx);
-        c.op_id = id;
-        if let Err(e) = g.push_cmd(p, &c) {
-            g.tx_ops.remove(id);
-            if let (Some(b), Some(r)) = (bounce, &g.region) {
-                r.buf_release(b);
-            }
-            return Err(e);
-        }
+        let id = g.post_op(p, tx, &mut c)?;
         let may_copy = c.flags & F_MAY_COPY != 0;
         if may_copy || c.proto == PROTO_SEG {
             let peer = &mut g.peers[p];

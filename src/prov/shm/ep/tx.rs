@@ -67,7 +67,54 @@ pub(super) fn copy_in(iov: &[IoVec], copy_len: usize) -> Vec<u8> {
     v
 }
 
+impl TxOp {
+    /// An operation to peer `peer` with no buffers, of which nothing has happened yet.
+    pub(super) fn new(
+        peer: usize,
+        kind: TxKind,
+        cntr: CntrKind,
+        context: usize,
+        flags: u64,
+        cq_flags: u64,
+        len: usize,
+    ) -> TxOp {
+        TxOp {
+            peer,
+            kind,
+            context,
+            flags,
+            cq_flags,
+            len,
+            iov: Vec::new(),
+            result: Vec::new(),
+            bounce: None,
+            push: None,
+            may_copy: None,
+            shared: None,
+            retried: false,
+            unordered: false,
+            cntr,
+        }
+    }
+}
+
 impl Inner {
+    /// Records `tx` and pushes its command `c` to peer `p`; if the push fails, forgets `tx`
+    /// again (releasing its bounce buffer) and returns the error.
+    pub(super) fn post_op(&mut self, p: usize, tx: TxOp, c: &mut Cmd) -> Result<u64> {
+        let bounce = tx.bounce;
+        let id = self.tx_ops.insert(tx);
+        c.op_id = id;
+        if let Err(e) = self.push_cmd(p, c) {
+            self.tx_ops.remove(id);
+            if let (Some(b), Some(r)) = (bounce, &self.region) {
+                r.buf_release(b);
+            }
+            return Err(e);
+        }
+        Ok(id)
+    }
+
     pub(super) fn complete_tx(
         &self,
         context: usize,
@@ -163,21 +210,16 @@ impl ShmEndpoint {
         }
         // Rendezvous: the receiver copies from our memory (or asks us to push it), then ACKs.
         let mut tx = TxOp {
-            peer: p,
-            kind: TxKind::Msg,
-            context: op.context,
-            flags,
-            cq_flags,
-            len,
             iov: op.iov.to_vec(),
-            result: Vec::new(),
-            bounce: None,
-            push: None,
-            may_copy: None,
-            shared: None,
-            retried: false,
-            unordered: false,
-            cntr: CntrKind::Send,
+            ..TxOp::new(
+                p,
+                TxKind::Msg,
+                CntrKind::Send,
+                op.context,
+                flags,
+                cq_flags,
+                len,
+            )
         };
         c.flags |= F_ACK;
         if len <= INLINE_MAX {
@@ -192,12 +234,7 @@ impl ShmEndpoint {
         if op.call == Call::Inject {
             tx.flags &= !FI_COMPLETION;
         }
-        let id = g.tx_ops.insert(tx);
-        c.op_id = id;
-        if let Err(e) = g.push_cmd(p, &c) {
-            g.tx_ops.remove(id);
-            return Err(e);
-        }
+        g.post_op(p, tx, &mut c)?;
         Ok(())
     }
 
