@@ -2,15 +2,63 @@
 # Upstream fabtests, built elsewhere against our headers or upstream's, run on our library:
 #
 #   FABTESTS_BIN=<dir with fi_rma_bw …> tests/upstream/fabtests.sh <dir with our libfabric.so.1>
+#   FABTESTS_BIN=<…/bin> tests/upstream/fabtests.sh <libdir> runfabtests [suite …]
 #
 # Not part of `make test` (this repository neither fetches nor builds upstream code): build
 # fabtests yourself, e.g. from a libfabric release tarball, `./configure
-# --with-libfabric=<make install PREFIX> && make`, and point FABTESTS_BIN at its bin directory
-# (runfabtests.sh needs ssh; this runs server and client locally instead).
+# --with-libfabric=<make install PREFIX> && make install`, and point FABTESTS_BIN at its bin
+# directory. The first form runs our own selection of pairs (server and client locally). The
+# second runs upstream's runfabtests.sh as upstream's CI does, from the installed
+# share/fabtests (so that test_configs/<prov>/*.exclude apply), server and client on
+# 127.0.0.1, inside `unshare --pid --fork --mount-proc` (its cleanup kills only its own
+# processes), and prints a pass/fail/not-run table. A suite is "<set> <provider> [-b]", e.g.
+# "quick efa" or "all shm -b" (default: quick and all, with and without -b, for efa and shm);
+# RUNFABTESTS_ARGS adds options (e.g. "-T 60"), FABTESTS_LOGS keeps each suite's log there.
 set -uo pipefail
 bin=${FABTESTS_BIN:?set FABTESTS_BIN to the directory holding the fabtests binaries}
-libdir=$(cd "${1:?usage: FABTESTS_BIN=… fabtests.sh <libdir>}" && pwd)
+libdir=$(cd "${1:?usage: FABTESTS_BIN=… fabtests.sh <libdir> [runfabtests [suite …]]}" && pwd)
 export LD_LIBRARY_PATH=$libdir
+
+# upstream's runfabtests.sh, suite by suite; one table row each.
+runfabtests() {
+	local share logs suites=("$@") total_fail=0
+	share=$(cd "$bin/../share/fabtests" 2>/dev/null && pwd) ||
+		{ echo "no share/fabtests beside $bin (install fabtests with make install)"; return 2; }
+	logs=${FABTESTS_LOGS:-$(mktemp -d)}
+	mkdir -p "$logs"
+	[ ${#suites[@]} -gt 0 ] || suites=("quick efa" "quick efa -b" "all efa" "all efa -b"
+		"quick shm" "quick shm -b" "all shm" "all shm -b")
+	printf '| suite | pass | fail | not run | excluded |\n| --- | --- | --- | --- | --- |\n'
+	for suite in "${suites[@]}"; do
+		# shellcheck disable=SC2086
+		set -- $suite
+		local set=$1 prov=$2 oob=${3:-} log
+		log="$logs/${set}-${prov}${oob:+-b}.log"
+		# shellcheck disable=SC2086
+		(cd "$share" && PATH="$bin:$PATH" unshare --pid --fork --mount-proc \
+			"$bin/runfabtests.sh" -v ${RUNFABTESTS_ARGS:-} $oob -t "$set" \
+			-s 127.0.0.1 -c 127.0.0.1 "$prov") >"$log" 2>&1
+		local p f n x
+		p=$(grep -c '^  result: Pass' "$log")
+		f=$(grep -c '^  result: Fail' "$log")
+		n=$(grep -c '^  result: Notrun' "$log")
+		x=$(grep -c '^  result: Excluded' "$log")
+		printf '| `-t %s %s%s` | %s | %s | %s | %s |\n' "$set" "${oob:+-b }" "$prov" "$p" "$f" "$n" "$x"
+		total_fail=$((total_fail + f))
+	done
+	echo
+	for log in "$logs"/*.log; do
+		awk -v suite="$(basename "$log" .log)" '/^- name:/ { sub(/^- name: +/, ""); name = $0 }
+			/^  result: (Fail|Notrun)/ { print "  " suite ": " $2 ": " name }' "$log"
+	done
+	echo "logs: $logs"
+	[ $total_fail -eq 0 ]
+}
+if [ "${2:-}" = runfabtests ]; then
+	shift 2
+	runfabtests "$@"
+	exit
+fi
 # Below the kernel's ephemeral ports (32768-60999), which outgoing connections take.
 port=$((20000 + RANDOM % 10000))
 pass=0 fail=0 failed=()

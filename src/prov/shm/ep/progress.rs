@@ -1,0 +1,83 @@
+//! Progress: one pass takes commands off our ring and hands each to its handler (in the file
+//! of its concern), then pushes segments and checks peers' liveness.
+
+use std::time::{Duration, Instant};
+
+use super::{Inner, ShmEndpoint};
+use crate::prov::shm::cmd::*;
+use crate::prov::shm::region::CMD_SIZE;
+
+/// Commands handled per progress call.
+const PROGRESS_BATCH: usize = 64;
+
+/// How often peers of waiting operations are checked for liveness.
+const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
+
+impl ShmEndpoint {
+    pub(super) fn progress_locked(&self, g: &mut Inner) {
+        // Borrowed per use, not cloned: this runs on every CQ poll, and an `Arc` clone and drop
+        // are two locked instructions, each waiting for our stores to peers' rings to drain.
+        match g.region.as_deref() {
+            Some(r) => r.release_consumed(),
+            None => return,
+        }
+        // Arrivals report their sender's index as the AV has it now.
+        g.sync_av();
+        if !g.outbox.is_empty() {
+            g.flush_outbox();
+        }
+        // Commands are taken straight into `c`; past what each one used, it holds bytes of an
+        // earlier one, which no handler reads (see `Region::pop`).
+        let mut c = Cmd::new(0, 0);
+        for _ in 0..PROGRESS_BATCH {
+            if !g
+                .region
+                .as_deref()
+                .is_some_and(|r| r.pop(c.as_bytes_mut(), Cmd::wire_len))
+            {
+                break;
+            }
+            self.handle(g, &c);
+        }
+        self.push_segments(g);
+        if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty())
+            && g.last_liveness.elapsed() >= LIVENESS_PERIOD
+        {
+            g.last_liveness = Instant::now();
+            self.check_liveness(g);
+        }
+    }
+
+    fn handle(&self, g: &mut Inner, c: &Cmd) {
+        if c.op == OP_CONNECT {
+            self.handle_connect(g, c);
+            return;
+        }
+        let Some(&p) = g.by_token.get(&c.sender) else {
+            g.dropped += 1;
+            return;
+        };
+        match c.op {
+            OP_MSG => self.handle_msg(g, p, c),
+            OP_WRITE => self.handle_write(g, p, c),
+            OP_READ => self.handle_read(g, p, c),
+            OP_ATOMIC => self.handle_atomic(g, p, c),
+            OP_ACK => self.handle_ack(g, p, c),
+            OP_GO => self.handle_go(g, p, c),
+            OP_DATA => self.handle_data(g, p, c),
+            OP_CLEARED => self.handle_cleared(g, p, c),
+            OP_COPIED => self.handle_copied(g, c),
+            OP_PART => self.handle_part(g, p, c),
+            _ => g.dropped += 1,
+        }
+    }
+
+    /// Runs one raw command through the handlers as if a peer had pushed it into our ring
+    /// (the fuzz target `shm_commands` drives hostile input through here).
+    #[doc(hidden)]
+    pub fn handle_raw(&self, raw: &[u8; CMD_SIZE]) {
+        let c = Cmd::decode(raw);
+        let mut g = self.lock();
+        self.handle(&mut g, &c);
+    }
+}

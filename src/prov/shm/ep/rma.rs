@@ -1,0 +1,517 @@
+//! RMA: posting reads and writes (initiator), checking and applying them (target), and the
+//! copy an initiator makes itself once the target has cleared its keys (CLEARED / COPIED),
+//! shared between both sides' cores (PART) when the kernel lets both copy.
+
+use super::segment::{RxDone, RxOp};
+use super::tx::{TxKind, TxOp, copy_in, remotes};
+use super::{CntrKind, INJECT_SIZE, Inner, ShmEndpoint};
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+use crate::prov::shm::cmd::*;
+use crate::sys::cma::{self, Remote};
+use crate::sys::mem::{IoVec, gather, iov_len, scatter};
+use crate::util::cq::CqEntry;
+use crate::util::ep::{Call, RmaOp};
+use crate::util::rxq::MAX_IOV;
+
+/// Most target ranges an `OP_CLEARED` carries (more: the target copies itself).
+const MAX_CLEARED: usize = 8;
+
+/// Our side of a shared copy (`F_SHARED`), between `OP_CLEARED` and the target's `OP_PART`.
+pub(super) struct Shared {
+    /// The target's ranges.
+    theirs: Vec<Remote>,
+    /// How our blocks went.
+    ours: Result<()>,
+    /// The command, to send again if a side's copy is refused.
+    retry: Option<Box<Cmd>>,
+}
+
+/// Whether the kernel refused a cross-memory copy (rather than the memory being bad).
+pub(super) fn refused(e: Errno) -> bool {
+    e == Errno::PERM || e == Errno::NOSYS
+}
+
+impl ShmEndpoint {
+    pub(super) fn rma(&self, op: &RmaOp<'_>, read: bool) -> Result<()> {
+        self.check_iov(op.iov)?;
+        if self.caps & FI_RMA == 0 {
+            return Err(Errno::NOSYS);
+        }
+        if op.rma_iov.is_empty() || op.rma_iov.len() > MAX_IOV {
+            return Err(Errno::INVAL);
+        }
+        let len = iov_len(op.iov);
+        if op.rma_iov.iter().map(|r| r.len).sum::<usize>() != len {
+            return Err(Errno::INVAL);
+        }
+        let flags = self.flags.resolve_tx(op.call, op.flags);
+        if flags & FI_INJECT != 0 && len > INJECT_SIZE {
+            return Err(Errno::MSGSIZE);
+        }
+        let mut g = self.lock();
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        let p = g.peer_for(op.addr)?;
+        let mut c = Cmd::new(if read { OP_READ } else { OP_WRITE }, g.token);
+        c.len = len as u64;
+        c.aux2 = op.rma_iov.len() as u64;
+        c.flags |= F_ACK;
+        let rma: Vec<(u64, u64, u64)> = op
+            .rma_iov
+            .iter()
+            .map(|r| (r.addr, r.len as u64, r.key))
+            .collect();
+        c.put_rma(&rma);
+        if !read && flags & FI_REMOTE_CQ_DATA != 0 {
+            c.flags |= F_CQ_DATA;
+            c.data = op.data;
+        }
+        let mut bounce = None;
+        if read {
+            c.proto = if self.cma { PROTO_IOV } else { PROTO_SEG };
+            c.aux = op.iov.len() as u64;
+            c.put_iovs(RMA_AREA, &remotes(op.iov));
+            if self.cma && len > INJECT_SIZE {
+                c.flags |= F_MAY_COPY;
+            }
+        } else if len <= RMA_INLINE {
+            gather(op.iov, 0, &mut c.body[RMA_AREA..RMA_AREA + len]);
+        } else if op.call == Call::Inject || len <= INJECT_SIZE {
+            let region = g.region()?.clone();
+            let b = region.buf_alloc().ok_or(Errno::AGAIN)?;
+            region.buf_write(b, 0, &copy_in(op.iov, len));
+            c.proto = PROTO_BOUNCE;
+            c.aux = u64::from(b);
+            bounce = Some(b);
+        } else if self.cma {
+            c.proto = PROTO_IOV;
+            c.aux = op.iov.len() as u64;
+            c.put_iovs(RMA_AREA, &remotes(op.iov));
+            c.flags |= F_MAY_COPY;
+        } else {
+            c.proto = PROTO_SEG;
+        }
+        let (cq_flags, cntr, kind) = if read {
+            (FI_READ | FI_RMA, CntrKind::Read, TxKind::Read)
+        } else {
+            (FI_WRITE | FI_RMA, CntrKind::Write, TxKind::Write)
+        };
+        let tx = TxOp {
+            iov: if op.call == Call::Inject {
+                Vec::new()
+            } else {
+                op.iov.to_vec()
+            },
+            bounce,
+            ..TxOp::new(p, kind, cntr, op.context, flags, cq_flags, len)
+        };
+        let id = g.post_op(p, tx, &mut c)?;
+        let may_copy = c.flags & F_MAY_COPY != 0;
+        if may_copy || c.proto == PROTO_SEG {
+            let peer = &mut g.peers[p];
+            peer.unordered += 1;
+            peer.uncleared += u32::from(may_copy);
+            if let Some(tx) = g.tx_ops.get_mut(id) {
+                tx.unordered = true;
+                tx.may_copy = may_copy.then(|| Box::new(c));
+            }
+        }
+        Ok(())
+    }
+
+    /// Validates every target entry of an RMA/atomic command against our MR map.
+    pub(super) fn verify(&self, c: &Cmd, access: u64, elem: usize) -> Result<Vec<IoVec>> {
+        let count = (c.aux2 & 0xff) as usize;
+        let rma = c.rma(count).ok_or(Errno::INVAL)?;
+        let mut out = Vec::with_capacity(count);
+        let mut total = 0usize;
+        for (addr, n, key) in rma {
+            let bytes = usize::try_from(n)
+                .ok()
+                .and_then(|n| n.checked_mul(elem))
+                .ok_or(Errno::INVAL)?;
+            total = total.checked_add(bytes).ok_or(Errno::INVAL)?;
+            out.extend(self.domain.mr_map.verify(key, addr, bytes, access)?);
+        }
+        if total != c.len as usize {
+            return Err(Errno::INVAL);
+        }
+        Ok(out)
+    }
+
+    pub(super) fn handle_write(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let cq_data = (c.flags & F_CQ_DATA != 0).then_some(c.data);
+        let dest = match self.verify(c, FI_REMOTE_WRITE, 1) {
+            Ok(d) => d,
+            Err(e) => {
+                if c.proto == PROTO_BOUNCE
+                    && let Some(r) = &g.peers[p].region
+                {
+                    r.buf_release(c.aux as u32);
+                }
+                g.ack(p, c.op_id, Err(e), 0);
+                return;
+            }
+        };
+        let len = c.len as usize;
+        if self.clear(g, p, c, &dest) {
+            return;
+        }
+        let r = match c.proto {
+            PROTO_INLINE if len <= RMA_INLINE => {
+                scatter(&dest, 0, &c.body[RMA_AREA..RMA_AREA + len]);
+                Ok(())
+            }
+            PROTO_BOUNCE => {
+                let region = g.peers[p].region.clone();
+                let r = region
+                    .as_ref()
+                    .and_then(|r| r.buf_with(c.aux as u32, 0, len, |s| scatter(&dest, 0, s)))
+                    .map(|_| ())
+                    .ok_or(Errno::INVAL);
+                if let Some(region) = region {
+                    region.buf_release(c.aux as u32);
+                }
+                r
+            }
+            PROTO_IOV if self.cma => {
+                let remote = c
+                    .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
+                    .unwrap_or_default();
+                // Sent again after a shared copy: our blocks are done (cmd::SHARE_BLOCK).
+                let r = if c.flags & F_INITIATOR_BLOCKS != 0 {
+                    let runs = share_runs(remotes(&dest), false);
+                    cma::transfer_runs(g.peers[p].pid, &dest, &remote, &runs, false)
+                } else {
+                    cma::read_from(g.peers[p].pid, &dest, 0, &remote, 0, len)
+                };
+                match r {
+                    Err(e) if refused(e) => Err(Errno::AGAIN),
+                    r => r,
+                }
+            }
+            PROTO_IOV | PROTO_SEG => Err(Errno::AGAIN),
+            _ => Err(Errno::INVAL),
+        };
+        match r {
+            Ok(()) => {
+                self.remote_write_done(g, len, cq_data);
+                g.ack(p, c.op_id, Ok(()), len);
+            }
+            Err(Errno::AGAIN) => {
+                // Segmented: pull the data from the initiator through its bounce buffers.
+                let rx = RxOp {
+                    peer: p,
+                    sender_op: c.op_id,
+                    dest,
+                    len,
+                    got: 0,
+                    done: RxDone::RemoteWrite { cq_data },
+                };
+                self.start_pull(g, p, c.op_id, rx);
+            }
+            Err(e) => g.ack(p, c.op_id, Err(e), 0),
+        }
+    }
+
+    /// Lets the initiator of an RMA that offers to copy itself (`F_MAY_COPY`) do so, once its
+    /// keys are checked: answers `OP_CLEARED` with our side of the copy (`ours`, already verified)
+    /// and returns true. The initiator reports the copy with `OP_COPIED`. False: we copy.
+    fn clear(&self, g: &mut Inner, p: usize, c: &Cmd, ours: &[IoVec]) -> bool {
+        if c.flags & F_MAY_COPY == 0
+            || c.proto != PROTO_IOV
+            || !self.cma
+            || ours.len() > MAX_CLEARED
+        {
+            return false;
+        }
+        let mut r = Cmd::new(OP_CLEARED, g.token);
+        r.op_id = c.op_id;
+        r.len = c.len;
+        r.aux = ours.len() as u64;
+        let ranges = remotes(ours);
+        r.put_iovs(0, &ranges);
+        // Our core would spin while the initiator copies: take our blocks of it (the kernel's
+        // copy between processes is bound per core, so two halves at once take half the time).
+        let runs = if g.peers[p].share_refused {
+            Vec::new()
+        } else {
+            share_runs(ranges.iter().copied(), true)
+        };
+        if runs.is_empty() {
+            g.respond(p, &r);
+            return true;
+        }
+        r.flags |= F_SHARED;
+        g.respond(p, &r);
+        let theirs = c
+            .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
+            .unwrap_or_default();
+        let pid = g.peers[p].pid;
+        let copied = cma::transfer_runs(pid, ours, &theirs, &runs, c.op == OP_READ);
+        let mut part = Cmd::new(OP_PART, g.token);
+        part.op_id = c.op_id;
+        if let Err(e) = copied {
+            part.status = e.0;
+            if refused(e) {
+                g.peers[p].share_refused = true;
+            }
+        }
+        g.respond(p, &part);
+        true
+    }
+
+    pub(super) fn handle_read(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let src = match self.verify(c, FI_REMOTE_READ, 1) {
+            Ok(s) => s,
+            Err(e) => {
+                g.ack(p, c.op_id, Err(e), 0);
+                return;
+            }
+        };
+        let len = c.len as usize;
+        if self.clear(g, p, c, &src) {
+            return;
+        }
+        if c.proto == PROTO_IOV && self.cma {
+            let remote = c
+                .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
+                .unwrap_or_default();
+            let copied = if c.flags & F_INITIATOR_BLOCKS != 0 {
+                let runs = share_runs(remotes(&src), false);
+                cma::transfer_runs(g.peers[p].pid, &src, &remote, &runs, true)
+            } else {
+                cma::write_to(g.peers[p].pid, &src, 0, &remote, 0, len)
+            };
+            match copied {
+                Ok(()) => {
+                    if let Some(cn) = &g.cntr.remote_read {
+                        cn.complete(len);
+                    }
+                    g.ack(p, c.op_id, Ok(()), len);
+                    return;
+                }
+                Err(e) if e != Errno::PERM && e != Errno::NOSYS => {
+                    g.ack(p, c.op_id, Err(e), 0);
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        // Segmented: push our memory into the initiator's read op.
+        if let Some(cn) = &g.cntr.remote_read {
+            cn.complete(len);
+        }
+        let rx = RxOp {
+            peer: p,
+            sender_op: c.op_id,
+            dest: src,
+            len,
+            got: 0,
+            done: RxDone::PushRead {
+                initiator_op: c.op_id,
+            },
+        };
+        g.rx_ops.insert(rx);
+    }
+
+    /// The target cleared our RMA: copy it ourselves (our blocks of it, if shared), report it
+    /// (`OP_COPIED`) and complete.
+    pub(super) fn handle_cleared(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let retry = match g.tx_ops.get_mut(c.op_id) {
+            Some(tx) if tx.peer == p && tx.may_copy.is_some() => tx.may_copy.take(),
+            _ => {
+                g.dropped += 1;
+                return;
+            }
+        };
+        g.peers[p].uncleared = g.peers[p].uncleared.saturating_sub(1);
+        let Some(tx) = g.tx_ops.get(c.op_id) else {
+            return;
+        };
+        let (read, len) = (tx.kind == TxKind::Read, tx.len);
+        let theirs = c.iovs(0, c.aux as usize).unwrap_or_default();
+        let shared = c.flags & F_SHARED != 0;
+        let pid = g.peers[p].pid;
+        let r = if theirs.iter().map(|t| t.len).sum::<usize>() != len || c.len as usize != len {
+            Err(Errno::PROTO)
+        } else if shared {
+            let runs = share_runs(theirs.iter().copied(), false);
+            cma::transfer_runs(pid, &tx.iov, &theirs, &runs, !read)
+        } else if read {
+            cma::read_from(pid, &tx.iov, 0, &theirs, 0, len)
+        } else {
+            cma::write_to(pid, &tx.iov, 0, &theirs, 0, len)
+        };
+        if shared {
+            // The target may still be copying into or out of our buffer: whatever happened
+            // here, the operation ends when its OP_PART (next in our ring) says it is done.
+            if let Some(tx) = g.tx_ops.get_mut(c.op_id) {
+                tx.shared = Some(Box::new(Shared {
+                    theirs,
+                    ours: r,
+                    retry,
+                }));
+            }
+            return;
+        }
+        match r {
+            Ok(()) => g.copied(p, c.op_id, read, len, retry.as_deref()),
+            // The kernel refuses us: the target copies instead (or falls back to segments).
+            Err(e) if refused(e) && retry.is_some() => {
+                if let Some(mut rc) = retry {
+                    rc.flags &= !F_MAY_COPY;
+                    g.send_retry(p, rc);
+                }
+            }
+            Err(e) => g.copy_failed(c.op_id, e),
+        }
+    }
+
+    /// The target's part of a shared copy: complete, or copy what a side could not.
+    pub(super) fn handle_part(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let sh = match g.tx_ops.get_mut(c.op_id) {
+            Some(tx) if tx.peer == p => tx.shared.take(),
+            _ => None,
+        };
+        let Some(sh) = sh else {
+            g.dropped += 1;
+            return;
+        };
+        let Some(tx) = g.tx_ops.get(c.op_id) else {
+            return;
+        };
+        let (read, len) = (tx.kind == TxKind::Read, tx.len);
+        let Shared {
+            theirs,
+            ours,
+            retry,
+        } = *sh;
+        let target = if c.status == 0 {
+            Ok(())
+        } else {
+            Err(Errno(c.status))
+        };
+        match (ours, target) {
+            (Ok(()), Ok(())) => g.copied(p, c.op_id, read, len, retry.as_deref()),
+            // The kernel refused the target: its blocks are ours to copy too.
+            (Ok(()), Err(e)) if refused(e) => {
+                let runs = share_runs(theirs.iter().copied(), true);
+                match cma::transfer_runs(g.peers[p].pid, &tx.iov, &theirs, &runs, !read) {
+                    Ok(()) => g.copied(p, c.op_id, read, len, retry.as_deref()),
+                    Err(e) => g.copy_failed(c.op_id, e),
+                }
+            }
+            // The kernel refused us: the target copies our blocks (its own are done); with
+            // both refused, everything (the target falls back to segments).
+            (Err(e), t) if refused(e) && t.err().is_none_or(refused) => match retry {
+                Some(mut rc) => {
+                    rc.flags &= !F_MAY_COPY;
+                    if t.is_ok() {
+                        rc.flags |= F_INITIATOR_BLOCKS;
+                    }
+                    g.send_retry(p, rc);
+                }
+                None => g.copy_failed(c.op_id, e),
+            },
+            (Err(e), _) | (Ok(()), Err(e)) => g.copy_failed(c.op_id, e),
+        }
+    }
+
+    /// The initiator copied an RMA we cleared: count it, report its CQ data.
+    pub(super) fn handle_copied(&self, g: &mut Inner, c: &Cmd) {
+        let len = c.len as usize;
+        if c.flags & F_READ != 0 {
+            if let Some(cn) = &g.cntr.remote_read {
+                cn.complete(len);
+            }
+        } else {
+            self.remote_write_done(g, len, (c.flags & F_CQ_DATA != 0).then_some(c.data));
+        }
+    }
+
+    pub(super) fn remote_write_done(&self, g: &Inner, len: usize, cq_data: Option<u64>) {
+        if let Some(c) = &g.cntr.remote_write {
+            c.complete(len);
+        }
+        if let Some(data) = cq_data
+            && let Some(cq) = &g.rx_cq
+        {
+            cq.push(CqEntry {
+                op_context: 0,
+                flags: FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA,
+                len,
+                data,
+                src_addr: FI_ADDR_NOTAVAIL,
+                ..Default::default()
+            });
+        }
+    }
+}
+
+impl Inner {
+    /// Our copy of a cleared RMA is done: report it to the target (`OP_COPIED`: it counts it
+    /// and reports CQ data) and complete.
+    fn copied(&mut self, p: usize, op_id: u64, read: bool, len: usize, cmd: Option<&Cmd>) {
+        let mut done = Cmd::new(OP_COPIED, self.token);
+        done.len = len as u64;
+        if read {
+            done.flags |= F_READ;
+        } else if let Some(rc) = cmd
+            && rc.flags & F_CQ_DATA != 0
+        {
+            done.flags |= F_CQ_DATA;
+            done.data = rc.data;
+        }
+        self.respond(p, &done);
+        if let Some(tx) = self.tx_ops.remove(op_id) {
+            self.release_order(&tx);
+            self.complete_tx(tx.context, tx.flags, tx.cq_flags, tx.len, tx.cntr);
+        }
+    }
+
+    /// A cleared RMA could not be copied: it fails (a target process gone since it answered
+    /// fails it as any dead peer does).
+    fn copy_failed(&mut self, op_id: u64, e: Errno) {
+        let e = if e.0 == libc::ESRCH {
+            Errno::CONNABORTED
+        } else {
+            e
+        };
+        if let Some(tx) = self.tx_ops.remove(op_id) {
+            self.release_order(&tx);
+            self.fail_tx(tx.context, tx.cq_flags, e, tx.cntr);
+        }
+    }
+
+    /// An operation counted in its peer's `unordered` is done (or failed).
+    pub(super) fn release_order(&mut self, tx: &TxOp) {
+        if tx.unordered {
+            let peer = &mut self.peers[tx.peer];
+            peer.unordered = peer.unordered.saturating_sub(1);
+        }
+        if tx.retried {
+            self.peers[tx.peer].retrying = false;
+            if let Some(next) = self.peers[tx.peer].held_retries.pop_front() {
+                self.peers[tx.peer].retrying = true;
+                self.respond(tx.peer, &next);
+            }
+        }
+    }
+
+    /// Sends an RMA command of ours again, for the target to copy (ours was refused), once the
+    /// previous such command to that peer is done.
+    fn send_retry(&mut self, p: usize, rc: Box<Cmd>) {
+        if let Some(tx) = self.tx_ops.get_mut(rc.op_id) {
+            tx.retried = true;
+        }
+        if self.peers[p].retrying {
+            self.peers[p].held_retries.push_back(rc);
+        } else {
+            self.peers[p].retrying = true;
+            self.respond(p, &rc);
+        }
+    }
+}

@@ -1,0 +1,456 @@
+//! Receiving messages: posted receives, matching arrivals against them (straight into the
+//! receive's buffer when one is posted), unexpected messages (`Pending`) until a receive
+//! takes them, FI_PEEK / FI_CLAIM / FI_DISCARD, and receive completions.
+
+use super::segment::{RxDone, RxOp};
+use super::{Inner, ShmEndpoint};
+use crate::abi::consts::*;
+use crate::core::log::Subsys;
+use crate::core::{Errno, Result};
+use crate::prov::shm::PROV_NAME;
+use crate::prov::shm::cmd::*;
+use crate::prov::shm::region::BOUNCE_SIZE;
+use crate::sys::cma;
+use crate::sys::mem::{IoVec, iov_len, scatter};
+use crate::util::cq::{CqEntry, CqErrEntry};
+use crate::util::ep::MsgOp;
+use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected};
+
+/// What an unexpected message holds until a receive matches it.
+pub enum Pending {
+    Inline(Vec<u8>),
+    /// The sender's data stays in its memory (iov or segmented path): the command describes it.
+    Remote(Box<Cmd>),
+    /// A message the endpoint this one serves (peer mode) received over its own transport, by
+    /// that endpoint's handle: it shares our receive queue, and takes these out itself.
+    Foreign(u64),
+}
+
+impl Inner {
+    /// Completes a receive that got `len` bytes of a `total`-byte message.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn complete_recv(
+        &mut self,
+        recv: &Recv,
+        tagged: bool,
+        src: u64,
+        tag: u64,
+        data: u64,
+        cq_data: bool,
+        total: usize,
+        got: usize,
+    ) {
+        let mut cq_flags = FI_RECV | if tagged { FI_TAGGED } else { FI_MSG };
+        if cq_data {
+            cq_flags |= FI_REMOTE_CQ_DATA;
+        }
+        let multi = recv.flags & FI_MULTI_RECV != 0;
+        let buf = recv.target().first().map_or(0, IoVec::addr);
+        let released = multi && recv.released;
+        if released {
+            cq_flags |= FI_MULTI_RECV;
+        }
+        let src_addr = self.source_id(src);
+        let rx_cq = &self.rx_cq;
+        if total > got {
+            if let Some(cq) = rx_cq {
+                cq.push_err(CqErrEntry {
+                    op_context: recv.context,
+                    flags: cq_flags,
+                    len: got,
+                    buf,
+                    data,
+                    tag,
+                    olen: total - got,
+                    err: Errno::TRUNC.0,
+                    src_addr,
+                    ..Default::default()
+                });
+            }
+            if let Some(c) = &self.cntr.recv {
+                c.fail();
+            }
+            return;
+        }
+        if recv.flags & FI_COMPLETION != 0
+            && let Some(cq) = rx_cq
+        {
+            cq.push(CqEntry {
+                op_context: recv.context,
+                flags: cq_flags,
+                len: got,
+                buf,
+                data,
+                tag,
+                src_addr,
+            });
+        } else if released && let Some(cq) = rx_cq {
+            // A released multi-receive buffer is always reported (fi_msg(3)).
+            cq.push(CqEntry {
+                op_context: recv.context,
+                flags: FI_MULTI_RECV,
+                ..Default::default()
+            });
+        }
+        if let Some(c) = &self.cntr.recv {
+            c.complete(got);
+        }
+    }
+}
+
+impl ShmEndpoint {
+    pub(super) fn post_recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        self.check_iov(op.iov)?;
+        if tagged && self.caps & FI_TAGGED == 0 || !tagged && self.caps & FI_MSG == 0 {
+            return Err(Errno::NOSYS);
+        }
+        let flags = self.flags.resolve_rx(op.call, op.flags);
+        if flags & FI_MULTI_RECV != 0 && (tagged || self.caps & FI_MULTI_RECV == 0) {
+            return Err(Errno::BADFLAGS);
+        }
+        let mut g = self.lock();
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        let src = if self.caps & FI_DIRECTED_RECV != 0 {
+            op.addr
+        } else {
+            FI_ADDR_UNSPEC
+        };
+        if src != FI_ADDR_UNSPEC && g.rxq.lock().has_unknown_sources() {
+            self.resolve_sources(&mut g);
+        }
+        let recv = Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
+        if tagged && flags & (FI_PEEK | FI_CLAIM) != 0 {
+            // A peek looks at what has arrived: take in what is waiting in the ring first.
+            self.progress_locked(&mut g);
+            return self.peek_or_claim(&mut g, recv, flags);
+        }
+        let context = recv.context;
+        let mut outcome = g.rxq.lock().post(recv, tagged);
+        // A multi-receive buffer takes every waiting message that fits, not just the first
+        // (fabtests' multi_recv hung: messages that arrived while both halves were full stayed
+        // unexpected after the application reposted a half).
+        while let PostOutcome::Matched(m) = outcome {
+            let (recv, u) = *m;
+            self.deliver(&mut g, recv, tagged, u);
+            if flags & FI_MULTI_RECV == 0 {
+                break;
+            }
+            outcome = match g.rxq.lock().rematch_multi(context) {
+                Some(m) => PostOutcome::Matched(m),
+                None => PostOutcome::Queued,
+            };
+        }
+        Ok(())
+    }
+
+    /// Senders of waiting messages that were not in the AV when the messages arrived may be
+    /// now: give those messages their address before a directed receive looks for them.
+    fn resolve_sources(&self, g: &mut Inner) {
+        let mine = |u: &Pending| !matches!(u, Pending::Foreign(_));
+        let origins = g.rxq.lock().unknown_origins(mine);
+        for p in origins {
+            if p < g.peers.len() {
+                g.refresh_fi_addr(p);
+            }
+        }
+        let peers = &g.peers;
+        g.rxq.lock().resolve_sources(|u, p| {
+            peers
+                .get(p)
+                .filter(|_| mine(u))
+                .map(|peer| peer.fi_addr)
+                .filter(|a| *a != FI_ADDR_NOTAVAIL)
+        });
+    }
+
+    /// fi_tagged(3) FI_PEEK (with FI_CLAIM / FI_DISCARD) and FI_CLAIM receives.
+    fn peek_or_claim(&self, g: &mut Inner, recv: Recv, flags: u64) -> Result<()> {
+        let cq = g.rx_cq.clone();
+        if flags & FI_PEEK == 0 {
+            // A claim: take the message a peek reserved for this context.
+            let u = g.rxq.lock().claim(recv.context).ok_or(Errno::NOMSG)?;
+            if flags & FI_DISCARD != 0 {
+                let tag = u.tag;
+                self.discard(g, u);
+                // The completion carries the message's tag (fi_tagged(3); fabtests'
+                // rdm_tagged_peek waits for a completion with that tag).
+                if let Some(cq) = &cq {
+                    cq.push(CqEntry {
+                        op_context: recv.context,
+                        flags: FI_RECV | FI_TAGGED,
+                        tag,
+                        src_addr: FI_ADDR_NOTAVAIL,
+                        ..Default::default()
+                    });
+                }
+                return Ok(());
+            }
+            self.deliver(g, recv, true, u);
+            return Ok(());
+        }
+        let (found, dropped) =
+            g.rxq
+                .lock()
+                .peek(&recv, flags & FI_CLAIM != 0, flags & FI_DISCARD != 0);
+        match found {
+            Peek::NoMatch => {
+                if let Some(cq) = &cq {
+                    let mut e = CqErrEntry::new(recv.context, FI_RECV | FI_TAGGED, Errno::NOMSG);
+                    e.tag = recv.tag;
+                    cq.push_err(e);
+                }
+            }
+            Peek::Found {
+                src,
+                tag,
+                len,
+                data,
+                flags: f,
+            } => {
+                if let Some(u) = dropped {
+                    self.discard(g, u);
+                }
+                if let Some(cq) = &cq {
+                    let src_addr = g.source_id(src);
+                    cq.push(CqEntry {
+                        op_context: recv.context,
+                        flags: FI_RECV | FI_TAGGED | f,
+                        len,
+                        buf: 0,
+                        data,
+                        tag,
+                        src_addr,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops an unexpected message (FI_DISCARD): a waiting sender is told it was delivered.
+    pub(super) fn discard(&self, g: &mut Inner, u: Unexpected<Pending>) {
+        if let Pending::Remote(c) = u.payload
+            && let Some(&p) = g.by_token.get(&c.sender)
+        {
+            g.ack(p, c.op_id, Ok(()), 0);
+        }
+    }
+
+    /// Moves an unexpected message into a receive that matched it.
+    pub(super) fn deliver(&self, g: &mut Inner, recv: Recv, tagged: bool, u: Unexpected<Pending>) {
+        let cq_data = u.flags & FI_REMOTE_CQ_DATA != 0;
+        match u.payload {
+            Pending::Inline(data) => {
+                let got = scatter(&recv.target(), 0, &data);
+                g.complete_recv(
+                    &recv,
+                    tagged,
+                    u.src,
+                    u.tag,
+                    u.data,
+                    cq_data,
+                    data.len(),
+                    got,
+                );
+            }
+            Pending::Remote(c) => match g.by_token.get(&c.sender) {
+                Some(&p) if !g.peers[p].dead => self.receive_remote(g, p, &c, recv, tagged, u.src),
+                _ => {
+                    if let Some(cq) = &g.rx_cq {
+                        cq.push_err(CqErrEntry::new(
+                            recv.context,
+                            FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                            Errno::CONNABORTED,
+                        ));
+                    }
+                }
+            },
+            // Never matched here: the endpoint we serve takes its own messages out itself.
+            Pending::Foreign(_) => g.dropped += 1,
+        }
+    }
+
+    /// A message whose data is still in the sender's memory (iov or segmented path).
+    fn receive_remote(&self, g: &mut Inner, p: usize, c: &Cmd, recv: Recv, tagged: bool, src: u64) {
+        let total = c.len as usize;
+        let dest = recv.target();
+        let room = iov_len(&dest);
+        let take = total.min(room);
+        let cq_data = c.flags & F_CQ_DATA != 0;
+        if c.proto == PROTO_INLINE {
+            let got = scatter(&dest, 0, &c.body[..total.min(BODY)]);
+            g.complete_recv(&recv, tagged, src, c.tag, c.data, cq_data, total, got);
+            g.ack(p, c.op_id, Ok(()), got);
+            return;
+        }
+        if c.proto == PROTO_IOV && self.cma {
+            let remote = c.iovs(0, (c.aux as usize).min(MAX_IOV)).unwrap_or_default();
+            let pid = g.peers[p].pid;
+            match cma::read_from(pid, &dest, 0, &remote, 0, take) {
+                Ok(()) => {
+                    g.complete_recv(&recv, tagged, src, c.tag, c.data, cq_data, total, take);
+                    g.ack(p, c.op_id, Ok(()), take);
+                    return;
+                }
+                Err(e) if e == Errno::PERM || e == Errno::NOSYS => {
+                    crate::fi_warn!(
+                        PROV_NAME,
+                        Subsys::EpData,
+                        "cross-memory attach refused ({e}); using bounce buffers"
+                    );
+                }
+                Err(e) => {
+                    // The sender's memory is unreadable (bad iov) or the sender is gone.
+                    if let Some(cq) = &g.rx_cq {
+                        cq.push_err(CqErrEntry::new(
+                            recv.context,
+                            FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                            e,
+                        ));
+                    }
+                    g.ack(p, c.op_id, Err(e), 0);
+                    return;
+                }
+            }
+        }
+        // Segmented: ask the sender to push the first `take` bytes.
+        let olen = total - take;
+        let rx = RxOp {
+            peer: p,
+            sender_op: c.op_id,
+            dest: dest.to_vec(),
+            len: take,
+            got: 0,
+            done: RxDone::Recv {
+                recv,
+                tagged,
+                src,
+                tag: c.tag,
+                data: c.data,
+                cq_data,
+                olen,
+            },
+        };
+        self.start_pull(g, p, c.op_id, rx);
+    }
+
+    pub(super) fn handle_msg(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let tagged = c.flags & F_TAGGED != 0;
+        if (tagged && self.caps & FI_TAGGED == 0) || (!tagged && self.caps & FI_MSG == 0) {
+            g.dropped += 1;
+            return;
+        }
+        let src = g.refresh_fi_addr(p);
+        let total = c.len as usize;
+        let cq_data = c.flags & F_CQ_DATA != 0;
+        if self.place_small(g, p, c, src, tagged) {
+            return;
+        }
+        let payload = match c.proto {
+            // Delivery-complete small messages are acknowledged when placed: keep the command.
+            PROTO_INLINE if total <= BODY && c.flags & F_ACK != 0 => Pending::Remote(Box::new(*c)),
+            PROTO_INLINE if total <= BODY => Pending::Inline(c.body[..total].to_vec()),
+            PROTO_BOUNCE if total <= BOUNCE_SIZE => {
+                let Some(r) = g.peers[p].region.clone() else {
+                    // The sender's region was gone before we could map it (removed by hand or
+                    // by a sweep): the data is unreachable.
+                    g.dropped += 1;
+                    crate::fi_warn!(
+                        PROV_NAME,
+                        Subsys::EpData,
+                        "message of {total} bytes from {} lost: its region is gone",
+                        g.peers[p].addr
+                    );
+                    return;
+                };
+                let data = r.buf_with(c.aux as u32, 0, total, |s| s.to_vec());
+                r.buf_release(c.aux as u32);
+                match data {
+                    Some(d) => Pending::Inline(d),
+                    None => {
+                        g.dropped += 1;
+                        return;
+                    }
+                }
+            }
+            PROTO_IOV | PROTO_SEG => Pending::Remote(Box::new(*c)),
+            _ => {
+                g.dropped += 1;
+                return;
+            }
+        };
+        let u = Unexpected {
+            src,
+            tag: c.tag,
+            len: total,
+            data: c.data,
+            flags: if cq_data { FI_REMOTE_CQ_DATA } else { 0 },
+            claimed_by: None,
+            origin: p,
+            payload,
+        };
+        // Matching and parking happen under one lock: a receive posted in between (by another
+        // thread, or by the endpoint we serve) would otherwise miss this message.
+        let mut q = g.rxq.lock();
+        match q.match_incoming(src, c.tag, tagged, total) {
+            Some(recv) => {
+                drop(q);
+                self.deliver(g, recv, tagged, u);
+            }
+            None => q.add_unexpected(u, tagged),
+        }
+    }
+
+    /// A small message (inline, or in one of the sender's bounce buffers) that a posted receive
+    /// matches goes straight into that receive's buffer; without this it went through a
+    /// temporary Vec (an allocation and a second copy per message). False: not placed here.
+    fn place_small(&self, g: &mut Inner, p: usize, c: &Cmd, src: u64, tagged: bool) -> bool {
+        let total = c.len as usize;
+        let small = match c.proto {
+            PROTO_INLINE => total <= BODY && c.flags & F_ACK == 0,
+            PROTO_BOUNCE => total <= BOUNCE_SIZE,
+            _ => false,
+        };
+        if !small {
+            return false;
+        }
+        let region = if c.proto == PROTO_BOUNCE {
+            match g.peers[p].region.clone() {
+                Some(r) => Some(r),
+                None => return false,
+            }
+        } else {
+            None
+        };
+        let Some(recv) = g.rxq.lock().match_incoming(src, c.tag, tagged, total) else {
+            return false;
+        };
+        let dest = recv.target();
+        let got = match &region {
+            None => Some(scatter(&dest, 0, &c.body[..total])),
+            Some(r) => {
+                let got = r.buf_with(c.aux as u32, 0, total, |s| scatter(&dest, 0, s));
+                r.buf_release(c.aux as u32);
+                got
+            }
+        };
+        let cq_data = c.flags & F_CQ_DATA != 0;
+        match got {
+            Some(got) => g.complete_recv(&recv, tagged, src, c.tag, c.data, cq_data, total, got),
+            // A bounce index out of range: the sender is broken; the receive fails.
+            None => {
+                g.dropped += 1;
+                if let Some(cq) = &g.rx_cq {
+                    cq.push_err(CqErrEntry::new(
+                        recv.context,
+                        FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                        Errno::IO,
+                    ));
+                }
+            }
+        }
+        true
+    }
+}

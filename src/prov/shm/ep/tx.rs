@@ -1,0 +1,287 @@
+//! Sending messages: the operations we started that wait on a peer (`TxOp`), posting a send
+//! by the inline, bounce or rendezvous path, its ACK, and send-side completions.
+
+use super::rma::Shared;
+use super::segment::Push;
+use super::{CntrKind, INJECT_SIZE, INLINE_MAX, Inner, ShmEndpoint};
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+use crate::prov::shm::cmd::*;
+use crate::sys::cma::Remote;
+use crate::sys::mem::{IoVec, gather, iov_len, scatter};
+use crate::util::cq::{CqEntry, CqErrEntry};
+use crate::util::ep::{Call, MsgOp};
+use crate::util::rxq::MAX_IOV;
+
+/// Our operation waiting for a peer (an ACK, a GO, or bounce buffers to push data).
+pub(super) struct TxOp {
+    pub(super) peer: usize,
+    pub(super) kind: TxKind,
+    pub(super) context: usize,
+    /// Resolved flags: FI_COMPLETION set iff a completion is due.
+    pub(super) flags: u64,
+    /// CQ flags of the completion (FI_SEND | FI_MSG, FI_WRITE | FI_RMA, ...).
+    pub(super) cq_flags: u64,
+    pub(super) len: usize,
+    /// Source data (send, write) or destination (read).
+    pub(super) iov: Vec<IoVec>,
+    /// Atomic fetch/compare result buffers.
+    pub(super) result: Vec<IoVec>,
+    /// Our bounce buffer to release when done.
+    pub(super) bounce: Option<u32>,
+    /// Segmented push in progress.
+    pub(super) push: Option<Push>,
+    /// An RMA waiting for `OP_CLEARED`: its command, sent again without `F_MAY_COPY` if our own
+    /// copy is refused (the target then copies or falls back to the segmented path).
+    pub(super) may_copy: Option<Box<Cmd>>,
+    /// Counted in its peer's `unordered`.
+    pub(super) unordered: bool,
+    /// Cleared with `F_SHARED`: our part is done (or refused); waiting for the target's.
+    pub(super) shared: Option<Box<Shared>>,
+    /// Sent again for the target to copy ([`Peer::retrying`]).
+    pub(super) retried: bool,
+    pub(super) cntr: CntrKind,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum TxKind {
+    Msg,
+    Write,
+    Read,
+    Atomic,
+}
+
+/// Remote ranges of an iov list (for the handler's cross-memory attach).
+pub(super) fn remotes(iov: &[IoVec]) -> Vec<Remote> {
+    iov.iter()
+        .map(|v| Remote {
+            addr: v.addr() as u64,
+            len: v.len(),
+        })
+        .collect()
+}
+
+pub(super) fn copy_in(iov: &[IoVec], copy_len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; copy_len];
+    gather(iov, 0, &mut v);
+    v
+}
+
+impl TxOp {
+    /// An operation to peer `peer` with no buffers, of which nothing has happened yet.
+    pub(super) fn new(
+        peer: usize,
+        kind: TxKind,
+        cntr: CntrKind,
+        context: usize,
+        flags: u64,
+        cq_flags: u64,
+        len: usize,
+    ) -> TxOp {
+        TxOp {
+            peer,
+            kind,
+            context,
+            flags,
+            cq_flags,
+            len,
+            iov: Vec::new(),
+            result: Vec::new(),
+            bounce: None,
+            push: None,
+            may_copy: None,
+            shared: None,
+            retried: false,
+            unordered: false,
+            cntr,
+        }
+    }
+}
+
+impl Inner {
+    /// Records `tx` and pushes its command `c` to peer `p`; if the push fails, forgets `tx`
+    /// again (releasing its bounce buffer) and returns the error.
+    pub(super) fn post_op(&mut self, p: usize, tx: TxOp, c: &mut Cmd) -> Result<u64> {
+        let bounce = tx.bounce;
+        let id = self.tx_ops.insert(tx);
+        c.op_id = id;
+        if let Err(e) = self.push_cmd(p, c) {
+            self.tx_ops.remove(id);
+            if let (Some(b), Some(r)) = (bounce, &self.region) {
+                r.buf_release(b);
+            }
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    pub(super) fn complete_tx(
+        &self,
+        context: usize,
+        flags: u64,
+        cq_flags: u64,
+        len: usize,
+        cntr: CntrKind,
+    ) {
+        if flags & FI_COMPLETION != 0
+            && let Some(cq) = &self.tx_cq
+        {
+            cq.push(CqEntry {
+                op_context: context,
+                flags: cq_flags,
+                len,
+                src_addr: FI_ADDR_NOTAVAIL,
+                ..Default::default()
+            });
+        }
+        if let Some(c) = self.cntr.get(cntr) {
+            c.complete(len);
+        }
+    }
+
+    pub(super) fn fail_tx(&self, context: usize, cq_flags: u64, err: Errno, cntr: CntrKind) {
+        if let Some(cq) = &self.tx_cq {
+            cq.push_err(CqErrEntry::new(context, cq_flags, err));
+        }
+        if let Some(c) = self.cntr.get(cntr) {
+            c.fail();
+        }
+    }
+}
+
+impl ShmEndpoint {
+    pub(super) fn check_iov(&self, iov: &[IoVec]) -> Result<()> {
+        if iov.len() > MAX_IOV {
+            Err(Errno::INVAL)
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(super) fn send_msg(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        self.check_iov(op.iov)?;
+        if tagged && self.caps & FI_TAGGED == 0 || !tagged && self.caps & FI_MSG == 0 {
+            return Err(Errno::NOSYS);
+        }
+        let flags = self.flags.resolve_tx(op.call, op.flags);
+        let len = iov_len(op.iov);
+        // fi_inject and the FI_INJECT flag (on the call or in op_flags) alike.
+        if flags & FI_INJECT != 0 && len > INJECT_SIZE {
+            return Err(Errno::MSGSIZE);
+        }
+        let mut g = self.lock();
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
+        let p = g.peer_for(op.addr)?;
+        let mut c = Cmd::new(OP_MSG, g.token);
+        c.len = len as u64;
+        c.tag = op.tag;
+        c.data = op.data;
+        if tagged {
+            c.flags |= F_TAGGED;
+        }
+        if flags & FI_REMOTE_CQ_DATA != 0 {
+            c.flags |= F_CQ_DATA;
+        }
+        let cq_flags = FI_SEND | if tagged { FI_TAGGED } else { FI_MSG };
+        // An injected buffer is copied before the call returns, so it completes then.
+        let delivery = flags & FI_DELIVERY_COMPLETE != 0 && flags & FI_INJECT == 0;
+        if len <= INLINE_MAX && !delivery {
+            gather(op.iov, 0, &mut c.body[..len]);
+            g.push_cmd(p, &c)?;
+            g.complete_tx(op.context, flags, cq_flags, len, CntrKind::Send);
+            return Ok(());
+        }
+        if len <= INJECT_SIZE && !delivery {
+            let region = g.region()?.clone();
+            let b = region.buf_alloc().ok_or(Errno::AGAIN)?;
+            region.buf_fill(b, len, |dst| {
+                gather(op.iov, 0, dst);
+            });
+            c.proto = PROTO_BOUNCE;
+            c.aux = u64::from(b);
+            if let Err(e) = g.push_cmd(p, &c) {
+                region.buf_release(b);
+                return Err(e);
+            }
+            g.complete_tx(op.context, flags, cq_flags, len, CntrKind::Send);
+            return Ok(());
+        }
+        // Rendezvous: the receiver copies from our memory (or asks us to push it), then ACKs.
+        let mut tx = TxOp {
+            iov: op.iov.to_vec(),
+            ..TxOp::new(
+                p,
+                TxKind::Msg,
+                CntrKind::Send,
+                op.context,
+                flags,
+                cq_flags,
+                len,
+            )
+        };
+        c.flags |= F_ACK;
+        if len <= INLINE_MAX {
+            gather(op.iov, 0, &mut c.body[..len]);
+        } else if self.cma {
+            c.proto = PROTO_IOV;
+            c.aux = op.iov.len() as u64;
+            c.put_iovs(0, &remotes(op.iov));
+        } else {
+            c.proto = PROTO_SEG;
+        }
+        if op.call == Call::Inject {
+            tx.flags &= !FI_COMPLETION;
+        }
+        g.post_op(p, tx, &mut c)?;
+        Ok(())
+    }
+
+    pub(super) fn handle_ack(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let Some(tx) = g.tx_ops.get(c.op_id) else {
+            g.dropped += 1;
+            return;
+        };
+        if tx.peer != p {
+            g.dropped += 1;
+            return;
+        }
+        let Some(tx) = g.tx_ops.remove(c.op_id) else {
+            return;
+        };
+        if tx.may_copy.is_some() {
+            g.peers[p].uncleared = g.peers[p].uncleared.saturating_sub(1);
+        }
+        g.release_order(&tx);
+        if let (Some(b), Some(r)) = (tx.bounce, &g.region) {
+            r.buf_release(b);
+        }
+        if c.status != 0 {
+            g.fail_tx(tx.context, tx.cq_flags, Errno(c.status), tx.cntr);
+            return;
+        }
+        if tx.kind == TxKind::Atomic && !tx.result.is_empty() {
+            let n = (c.len as usize).min(tx.len);
+            let copied = match c.proto {
+                PROTO_INLINE if n <= BODY => scatter(&tx.result, 0, &c.body[..n]) == n,
+                PROTO_BOUNCE => {
+                    let r = g.peers[p].region.clone();
+                    let ok = r.as_ref().and_then(|r| {
+                        r.buf_with(c.aux as u32, 0, n, |s| scatter(&tx.result, 0, s))
+                    }) == Some(n);
+                    if let Some(r) = r {
+                        r.buf_release(c.aux as u32);
+                    }
+                    ok
+                }
+                _ => false,
+            };
+            if !copied {
+                g.fail_tx(tx.context, tx.cq_flags, Errno::PROTO, tx.cntr);
+                return;
+            }
+        }
+        g.complete_tx(tx.context, tx.flags, tx.cq_flags, tx.len, tx.cntr);
+    }
+}
