@@ -205,6 +205,23 @@ impl Av {
         Some(fi)
     }
 
+    /// The `fi_addr` of an arrival's source `addr`; failing that, of the entry inserted as its
+    /// `partial` name, which is resolved to `addr` on the way ([`Av::resolve_entry`]). The
+    /// write lock is taken only when there is such an entry to resolve, so an arrival from a
+    /// source nobody inserted costs one read lock, as [`Av::reverse`] does.
+    pub fn reverse_resolving(&self, addr: &[u8], partial: Option<&[u8]>) -> Option<u64> {
+        {
+            let t = self.table.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(&fi) = t.reverse.get(addr) {
+                return Some(fi);
+            }
+            if !partial.is_some_and(|p| t.reverse.contains_key(p)) {
+                return None;
+            }
+        }
+        self.resolve_entry(partial?, addr)
+    }
+
     /// The `fi_addr` of an address (for `FI_SOURCE`), if inserted.
     pub fn reverse(&self, addr: &[u8]) -> Option<u64> {
         let t = self.table.read().unwrap_or_else(|e| e.into_inner());
@@ -289,6 +306,19 @@ mod tests {
         assert_eq!(&*av.lookup(again).unwrap(), &[5, 6, 0, 0]);
         assert_eq!(av.reverse(&[5, 6, 7, 8]), Some(other));
         assert_eq!(av.resolve_entry(&[1, 2, 3, 4], &[1]), None, "bad address");
+        // As an arrival's source: found as it is, or through the partial name it resolves.
+        assert_eq!(av.reverse_resolving(&[5, 6, 7, 8], None), Some(other));
+        let third = av.insert(&[9, 9, 0, 0], None).unwrap();
+        assert_eq!(av.reverse_resolving(&[9, 9, 1, 1], None), None);
+        assert_eq!(
+            av.reverse_resolving(&[7, 7, 1, 1], Some(&[7, 7, 0, 0])),
+            None
+        );
+        assert_eq!(
+            av.reverse_resolving(&[9, 9, 1, 1], Some(&[9, 9, 0, 0])),
+            Some(third)
+        );
+        assert_eq!(av.reverse(&[9, 9, 1, 1]), Some(third));
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::abi::consts::*;
+use crate::core::{Errno, Result};
 use crate::sys::mem::{IoVec, iov_len};
+use crate::util::cq::{Cq, CqEntry, CqErrEntry};
 
 /// The most iov entries a receive may have (every provider here has `iov_limit` 4).
 pub const MAX_IOV: usize = 4;
@@ -426,6 +428,36 @@ impl<U> SharedRxQueue<U> {
 
     pub fn lock(&self) -> MutexGuard<'_, RxQueue<U>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// fi_cancel(3) of the receive posted with `context`: it leaves the queue and completes
+    /// in `cq` with `FI_ECANCELED` (fi_endpoint(3)); `NOENT` if no such receive waits.
+    pub fn cancel_into(&self, context: usize, cq: Option<&Cq>) -> Result<()> {
+        let (recv, tagged) = self.lock().cancel(context).ok_or(Errno::NOENT)?;
+        if let Some(cq) = cq {
+            let mut e = CqErrEntry::new(
+                recv.context,
+                FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                Errno::CANCELED,
+            );
+            e.tag = recv.tag;
+            cq.push_err(e);
+        }
+        Ok(())
+    }
+}
+
+/// The completion of an `FI_CLAIM | FI_DISCARD` receive: it carries the discarded message's
+/// tag (fi_tagged(3); fabtests' rdm_tagged_peek waits for a completion with that tag).
+pub fn complete_discard(cq: Option<&Cq>, context: usize, tag: u64) {
+    if let Some(cq) = cq {
+        cq.push(CqEntry {
+            op_context: context,
+            flags: FI_RECV | FI_TAGGED,
+            tag,
+            src_addr: FI_ADDR_NOTAVAIL,
+            ..Default::default()
+        });
     }
 }
 

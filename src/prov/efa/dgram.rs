@@ -142,15 +142,11 @@ impl DgramEndpoint {
     fn deliver(&self, g: &mut Inner, src: EfaAddr, data: &[u8]) {
         // A sender inserted by node and service (QKEY 0) is known by its full address from
         // its first datagram on (the `srd` module's docs).
-        let src_fi =
-            g.av.as_ref()
-                .and_then(|av| {
-                    av.reverse(&src.to_bytes()).or_else(|| {
-                        let unkeyed = EfaAddr { qkey: 0, ..src };
-                        av.resolve_entry(&unkeyed.to_bytes(), &src.to_bytes())
-                    })
-                })
-                .unwrap_or(FI_ADDR_NOTAVAIL);
+        let src_fi = g
+            .av
+            .as_ref()
+            .and_then(|av| av.reverse_resolving(&src.to_bytes(), Some(&src.unkeyed().to_bytes())))
+            .unwrap_or(FI_ADDR_NOTAVAIL);
         let directed = self.caps & FI_DIRECTED_RECV != 0;
         let Some(i) = g
             .recvs

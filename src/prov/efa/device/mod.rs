@@ -83,6 +83,12 @@ impl EfaAddr {
         SocketAddr::new(self.ip(), self.qpn)
     }
 
+    /// The same GID and QPN with QKEY 0: the address of a peer known only by node and service
+    /// (`srd` module docs).
+    pub fn unkeyed(&self) -> EfaAddr {
+        EfaAddr { qkey: 0, ..*self }
+    }
+
     /// `fi_addr_efa://[gid]:qpn:qkey` (upstream's straddr form).
     pub fn straddr(&self) -> String {
         format!(

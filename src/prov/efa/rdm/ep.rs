@@ -536,23 +536,29 @@ impl RdmEndpoint {
     /// The ack timer's tick: sends the acks the device still keeps back, unless the
     /// application is inside the library (its call ends with a flush).
     pub(super) fn flush_kept_acks(&self) {
-        let mut g = match self.inner.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
+        let Some(mut g) = self.try_inner() else {
+            return;
         };
         g.dev.flush_all();
         g.acks_kept.store(false, Ordering::Relaxed);
+    }
+
+    /// The endpoint's state unless the application holds it (then its call ends with a
+    /// flush): for the ack timer's thread, which must never wait for the application.
+    fn try_inner(&self) -> Option<std::sync::MutexGuard<'_, Inner>> {
+        match self.inner.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
     }
 
     /// The ack timer's slow tick: a device the application has not polled for
     /// `UNATTENDED` is serviced as a NIC would be (`Device::service`): arrivals acknowledged
     /// into posted buffers or refused with RNR, retransmissions sent.
     pub(super) fn service_unattended(&self) {
-        let mut g = match self.inner.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return,
+        let Some(mut g) = self.try_inner() else {
+            return;
         };
         if g.enabled && g.dev_polled.elapsed() >= UNATTENDED {
             g.dev.service();
@@ -746,10 +752,10 @@ impl Inner {
     /// (QKEY 0, see the `srd` module), it is this one. The peer and its AV entry take the
     /// full address, so that sources, `fi_av_lookup` and later inserts of it agree.
     pub(super) fn learn_qkey(&mut self, addr: EfaAddr) -> Option<usize> {
-        let unkeyed = EfaAddr { qkey: 0, ..addr };
         if addr.qkey == 0 {
             return None;
         }
+        let unkeyed = addr.unkeyed();
         let p = self.by_addr.remove(&unkeyed)?;
         self.peers[p].addr = addr;
         self.by_addr.insert(addr, p);
@@ -1936,18 +1942,7 @@ impl Endpoint for RdmEndpoint {
 
     fn cancel(&self, context: usize) -> Result<()> {
         let g = self.lock();
-        let found = g.rxq.lock().cancel(context);
-        let (recv, tagged) = found.ok_or(Errno::NOENT)?;
-        if let Some(cq) = &g.rx_cq {
-            let mut e = CqErrEntry::new(
-                recv.context,
-                FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
-                Errno::CANCELED,
-            );
-            e.tag = recv.tag;
-            cq.push_err(e);
-        }
-        Ok(())
+        g.rxq.cancel_into(context, g.rx_cq.as_deref())
     }
 
     fn tx_size_left(&self) -> Result<usize> {

@@ -27,20 +27,19 @@ const SCHEME: &str = "efa://";
 
 /// The shm name of the endpoint at efa address `a`: `efa://<gid hex>:<qpn>:<qkey hex>`.
 pub(super) fn shm_name(a: &EfaAddr) -> String {
-    let gid: String = a.gid.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{SCHEME}{gid}:{}:{:08x}", a.qpn, a.qkey)
+    format!("{}{:08x}", unkeyed_prefix(a), a.qkey)
 }
 
 /// The start of the shm names of every endpoint at `a`'s GID and QPN, whatever its QKEY.
 fn unkeyed_prefix(a: &EfaAddr) -> String {
-    let full = shm_name(a);
-    full[..full.len() - 8].to_string()
+    let gid: String = a.gid.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{SCHEME}{gid}:{}:", a.qpn)
 }
 
 /// The address an application that knew only the node and service inserted (QKEY 0).
 fn unkeyed_of(addr: &[u8]) -> Option<Vec<u8>> {
     let a = EfaAddr::from_bytes(addr)?;
-    (a.qkey != 0).then(|| EfaAddr { qkey: 0, ..a }.to_bytes().to_vec())
+    (a.qkey != 0).then(|| a.unkeyed().to_bytes().to_vec())
 }
 
 fn shm_name_of(addr: &[u8]) -> Option<String> {

@@ -17,7 +17,7 @@ use crate::sys::mem::{IoVec, gather, iov_len, piece, scatter};
 use crate::util::Progress;
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::{AtomicKind, MsgOp};
-use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected};
+use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected, complete_discard};
 
 /// Largest message staged whole while unexpected (medium protocol); larger claims are bogus.
 const MAX_STAGED: usize = 16 << 20;
@@ -132,15 +132,7 @@ impl RdmEndpoint {
             if flags & FI_DISCARD != 0 {
                 let tag = u.tag;
                 self.discard(g, u);
-                if let Some(cq) = &cq {
-                    cq.push(CqEntry {
-                        op_context: recv.context,
-                        flags: FI_RECV | FI_TAGGED,
-                        tag,
-                        src_addr: FI_ADDR_NOTAVAIL,
-                        ..Default::default()
-                    });
-                }
+                complete_discard(cq.as_deref(), recv.context, tag);
                 return Ok(());
             }
             self.deliver_unexpected(g, recv, true, u);

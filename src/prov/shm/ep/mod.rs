@@ -48,7 +48,7 @@ use crate::abi::consts::*;
 use crate::core::{Errno, Info, Result};
 use crate::util::av::Av;
 use crate::util::cntr::Cntr;
-use crate::util::cq::{Cq, CqErrEntry};
+use crate::util::cq::Cq;
 use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, RmaOp};
 use crate::util::hash::U64Map;
 use crate::util::rxq::{Recv, SharedRxQueue, Unexpected};
@@ -574,17 +574,7 @@ impl Endpoint for ShmEndpoint {
 
     fn cancel(&self, context: usize) -> Result<()> {
         let g = self.lock();
-        let (recv, tagged) = g.rxq.lock().cancel(context).ok_or(Errno::NOENT)?;
-        if let Some(cq) = &g.rx_cq {
-            let mut e = CqErrEntry::new(
-                recv.context,
-                FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
-                Errno::CANCELED,
-            );
-            e.tag = recv.tag;
-            cq.push_err(e);
-        }
-        Ok(())
+        g.rxq.cancel_into(context, g.rx_cq.as_deref())
     }
 
     fn tx_size_left(&self) -> Result<usize> {

@@ -92,8 +92,7 @@ impl Inner {
         match &self.peer_mode {
             Some(m) => {
                 let a = (m.addr_of)(name)?;
-                av.reverse(&a)
-                    .or_else(|| av.resolve_entry(&(m.partial_of)(&a)?, &a))
+                av.reverse_resolving(&a, (m.partial_of)(&a).as_deref())
             }
             None => av.reverse(name.as_bytes()),
         }

@@ -14,7 +14,7 @@ use crate::sys::cma;
 use crate::sys::mem::{IoVec, iov_len, scatter};
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::MsgOp;
-use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected};
+use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected, complete_discard};
 
 /// What an unexpected message holds until a receive matches it.
 pub enum Pending {
@@ -174,17 +174,7 @@ impl ShmEndpoint {
             if flags & FI_DISCARD != 0 {
                 let tag = u.tag;
                 self.discard(g, u);
-                // The completion carries the message's tag (fi_tagged(3); fabtests'
-                // rdm_tagged_peek waits for a completion with that tag).
-                if let Some(cq) = &cq {
-                    cq.push(CqEntry {
-                        op_context: recv.context,
-                        flags: FI_RECV | FI_TAGGED,
-                        tag,
-                        src_addr: FI_ADDR_NOTAVAIL,
-                        ..Default::default()
-                    });
-                }
+                complete_discard(cq.as_deref(), recv.context, tag);
                 return Ok(());
             }
             self.deliver(g, recv, true, u);
