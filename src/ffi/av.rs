@@ -6,8 +6,10 @@ use core::ptr;
 use std::ffi::CStr;
 use std::sync::Arc;
 
-use super::domain::{fi_ops_with, fid_no_bind, fid_no_control, fid_no_ops_open};
-use super::object::{Obj, Refs, close_obj, fid_header};
+use super::object::{
+    AvObj, Refs, close_obj, fi_ops_with, fid_header, fid_kind, fid_no_bind, fid_no_control,
+    fid_no_ops_open,
+};
 use super::{int_ret, opt_str};
 use crate::abi::consts::*;
 use crate::abi::ops::*;
@@ -15,9 +17,8 @@ use crate::abi::types::*;
 use crate::core::{Errno, Result};
 use crate::util::av::Av;
 
-pub type AvObj = Obj<fid_av, Arc<Av>>;
-
 pub static AV_FI_OPS: fi_ops = fi_ops_with(av_close, fid_no_bind, fid_no_control, fid_no_ops_open);
+fid_kind!(fid_av, FI_CLASS_AV, AV_FI_OPS);
 
 pub static AV_OPS: fi_ops_av = fi_ops_av {
     size: size_of::<fi_ops_av>(),

@@ -5,7 +5,10 @@ use core::mem::size_of;
 use std::sync::Arc;
 
 use super::info::{info_from_c, node_for_api};
-use super::object::{Obj, close_obj, fid_header};
+use super::object::{
+    DomainObj, FabricObj, close_obj, fi_ops_with, fid_header, fid_kind, fid_no_bind,
+    fid_no_control, fid_no_ops_open,
+};
 use super::{int_ret, opt_str, put};
 use crate::abi::consts::*;
 use crate::abi::ops::*;
@@ -18,75 +21,11 @@ use crate::util::ep::AtomicKind;
 use crate::util::eq::{Eq, EqAttr};
 use crate::util::{Domain, Fabric};
 
-pub type FabricObj = Obj<fid_fabric, Arc<dyn Fabric>>;
-pub type DomainObj = Obj<fid_domain, Arc<dyn Domain>>;
-
-// ---- generic stubs for slots an object does not implement ----
-
-pub(crate) unsafe extern "C" fn fid_no_bind(_f: *mut fid, _b: *mut fid, _flags: u64) -> c_int {
-    Errno::NOSYS.neg()
-}
-pub(crate) unsafe extern "C" fn fid_no_control(
-    _f: *mut fid,
-    _cmd: c_int,
-    _arg: *mut c_void,
-) -> c_int {
-    Errno::NOSYS.neg()
-}
-pub(crate) unsafe extern "C" fn fid_no_ops_open(
-    _f: *mut fid,
-    _name: *const c_char,
-    _flags: u64,
-    _ops: *mut *mut c_void,
-    _ctx: *mut c_void,
-) -> c_int {
-    Errno::NOSYS.neg()
-}
-pub(crate) unsafe extern "C" fn fid_no_tostr(
-    _f: *const fid,
-    _buf: *mut c_char,
-    _len: usize,
-) -> c_int {
-    Errno::NOSYS.neg()
-}
-pub(crate) unsafe extern "C" fn fid_no_ops_set(
-    _f: *mut fid,
-    _name: *const c_char,
-    _flags: u64,
-    _ops: *mut c_void,
-    _ctx: *mut c_void,
-) -> c_int {
-    Errno::NOSYS.neg()
-}
-
-/// An `fi_ops` table with the given close and bind/control slots, everything else `ENOSYS`.
-pub const fn fi_ops_with(
-    close: unsafe extern "C" fn(*mut fid) -> c_int,
-    bind: unsafe extern "C" fn(*mut fid, *mut fid, u64) -> c_int,
-    control: unsafe extern "C" fn(*mut fid, c_int, *mut c_void) -> c_int,
-    ops_open: unsafe extern "C" fn(
-        *mut fid,
-        *const c_char,
-        u64,
-        *mut *mut c_void,
-        *mut c_void,
-    ) -> c_int,
-) -> fi_ops {
-    fi_ops {
-        size: size_of::<fi_ops>(),
-        close: Some(close),
-        bind: Some(bind),
-        control: Some(control),
-        ops_open: Some(ops_open),
-        tostr: Some(fid_no_tostr),
-        ops_set: Some(fid_no_ops_set),
-    }
-}
-
 // ---- fabric ----
 
 pub static FABRIC_FI_OPS: fi_ops =
     fi_ops_with(fabric_close, fid_no_bind, fid_no_control, fid_no_ops_open);
+fid_kind!(fid_fabric, FI_CLASS_FABRIC, FABRIC_FI_OPS);
 
 pub static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: size_of::<fi_ops_fabric>(),
@@ -246,6 +185,7 @@ unsafe extern "C" fn fabric_trywait(
 
 pub static DOMAIN_FI_OPS: fi_ops =
     fi_ops_with(domain_close, domain_bind, fid_no_control, domain_ops_open);
+fid_kind!(fid_domain, FI_CLASS_DOMAIN, DOMAIN_FI_OPS);
 
 pub static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: size_of::<fi_ops_domain>(),
@@ -287,7 +227,7 @@ pub static EFA_DOMAIN_OPS: fi_efa_ops_domain = fi_efa_ops_domain {
 unsafe extern "C" fn efa_query_mr(mr: *mut fid_mr, attr: *mut fi_efa_mr_attr) -> c_int {
     int_ret(|| {
         // SAFETY: checked by from_ptr.
-        unsafe { super::mr::MrObj::from_ptr(mr)? };
+        unsafe { super::object::MrObj::from_ptr(mr)? };
         if attr.is_null() {
             return Err(Errno::INVAL);
         }

@@ -396,11 +396,11 @@ pub fn info_list_to_c(list: &[Info]) -> *mut fi_info {
 pub static NIC_FI_OPS: fi_ops = fi_ops {
     size: size_of::<fi_ops>(),
     close: Some(nic_close),
-    bind: Some(super::domain::fid_no_bind),
+    bind: Some(super::object::fid_no_bind),
     control: Some(nic_control),
-    ops_open: Some(super::domain::fid_no_ops_open),
+    ops_open: Some(super::object::fid_no_ops_open),
     tostr: Some(super::tostr::nic_tostr),
-    ops_set: Some(super::domain::fid_no_ops_set),
+    ops_set: Some(super::object::fid_no_ops_set),
 };
 
 fn nic_to_c(n: &Nic) -> *mut fid_nic {

@@ -541,21 +541,21 @@ static LOGGING_FI_OPS: fi_ops = fi_ops {
     size: size_of::<fi_ops>(),
     close: Some(logging_close),
     bind: Some(logging_bind),
-    control: Some(super::domain::fid_no_control),
-    ops_open: Some(super::domain::fid_no_ops_open),
-    tostr: Some(super::domain::fid_no_tostr),
-    ops_set: Some(super::domain::fid_no_ops_set),
+    control: Some(super::object::fid_no_control),
+    ops_open: Some(super::object::fid_no_ops_open),
+    tostr: Some(super::object::fid_no_tostr),
+    ops_set: Some(super::object::fid_no_ops_set),
 };
 
 /// Installed in the application's imported object: closing it restores the library's logging.
 static IMPORTED_FI_OPS: fi_ops = fi_ops {
     size: size_of::<fi_ops>(),
     close: Some(imported_close),
-    bind: Some(super::domain::fid_no_bind),
-    control: Some(super::domain::fid_no_control),
-    ops_open: Some(super::domain::fid_no_ops_open),
-    tostr: Some(super::domain::fid_no_tostr),
-    ops_set: Some(super::domain::fid_no_ops_set),
+    bind: Some(super::object::fid_no_bind),
+    control: Some(super::object::fid_no_control),
+    ops_open: Some(super::object::fid_no_ops_open),
+    tostr: Some(super::object::fid_no_tostr),
+    ops_set: Some(super::object::fid_no_ops_set),
 };
 
 /// `fi_open(version, "logging", attr, attr_len, flags, ...)`: a new logging object (fi_provider(3):

@@ -4,8 +4,9 @@ use core::ffi::{c_int, c_void};
 use core::mem::size_of;
 use std::sync::Arc;
 
-use super::domain::{DomainObj, fi_ops_with, fid_no_ops_open};
-use super::object::{Obj, close_obj, fid_header};
+use super::object::{
+    DomainObj, EpObj, MrObj, close_obj, fi_ops_with, fid_header, fid_kind, fid_no_ops_open,
+};
 use super::{app_buf, app_iov, int_ret, put};
 use crate::abi::compat::mr_attr_size;
 use crate::abi::consts::*;
@@ -15,9 +16,8 @@ use crate::core::{Errno, Result};
 use crate::sys::mem::IoVec;
 use crate::util::mr::{Mr, MrRequest};
 
-pub type MrObj = Obj<fid_mr, Arc<Mr>>;
-
 pub static MR_FI_OPS: fi_ops = fi_ops_with(mr_close, mr_bind, mr_control, fid_no_ops_open);
+fid_kind!(fid_mr, FI_CLASS_MR, MR_FI_OPS);
 
 pub static MR_OPS: fi_ops_mr = fi_ops_mr {
     size: size_of::<fi_ops_mr>(),
@@ -177,7 +177,7 @@ unsafe extern "C" fn mr_close(f: *mut fid) -> c_int {
 unsafe extern "C" fn mr_bind(f: *mut fid, b: *mut fid, _flags: u64) -> c_int {
     int_ret(|| {
         // SAFETY: checked casts.
-        let (m, e) = unsafe { (MrObj::from_fid(f)?, super::ep::EpObj::from_fid(b)?) };
+        let (m, e) = unsafe { (MrObj::from_fid(f)?, EpObj::from_fid(b)?) };
         // FI_MR_ENDPOINT: binding to an endpoint is accepted; the region is usable from any
         // endpoint of the domain once enabled.
         m.hold(&e.refs);

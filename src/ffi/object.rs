@@ -5,8 +5,13 @@
 //! reference only by [`Obj::from_ptr`], which checks it is non-NULL, of the right class, and
 //! carries our own ops table for that class (so a foreign or closed object is refused rather
 //! than trusted). `fi_close` refuses an object others still depend on with `-FI_EBUSY`.
+//!
+//! This module is the bottom of `ffi`: the other modules import the object plumbing and the
+//! default slots from here, and none of it imports them (each declares its own kind with
+//! `fid_kind!`).
 
-use core::ffi::c_void;
+use core::ffi::{c_char, c_int, c_void};
+use core::mem::size_of;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -14,6 +19,10 @@ use crate::abi::consts::*;
 use crate::abi::ops::fi_ops;
 use crate::abi::types::*;
 use crate::core::{Errno, Result};
+use crate::util::av::Av;
+use crate::util::cntr::Cntr;
+use crate::util::mr::Mr;
+use crate::util::{Domain, Endpoint, Fabric};
 
 /// How many objects depend on an object (its children and the objects bound to it).
 pub type Refs = Arc<AtomicUsize>;
@@ -24,25 +33,28 @@ pub trait FidKind: Sized {
     fn fi_ops() -> &'static fi_ops;
 }
 
+/// Declares a header type's class and `fi_ops` table; each module that owns an object kind
+/// declares its own: `fid_kind!(fid_av, FI_CLASS_AV, AV_FI_OPS)`.
 macro_rules! fid_kind {
     ($t:ty, $class:expr, $ops:path) => {
-        impl FidKind for $t {
+        impl $crate::ffi::object::FidKind for $t {
             const CLASS: usize = $class;
-            fn fi_ops() -> &'static fi_ops {
+            fn fi_ops() -> &'static $crate::abi::ops::fi_ops {
                 &$ops
             }
         }
     };
 }
+pub(crate) use fid_kind;
 
-fid_kind!(fid_fabric, FI_CLASS_FABRIC, super::domain::FABRIC_FI_OPS);
-fid_kind!(fid_domain, FI_CLASS_DOMAIN, super::domain::DOMAIN_FI_OPS);
-fid_kind!(fid_ep, FI_CLASS_EP, super::ep::EP_FI_OPS);
-fid_kind!(fid_cq, FI_CLASS_CQ, super::queues::CQ_FI_OPS);
-fid_kind!(fid_eq, FI_CLASS_EQ, super::queues::EQ_FI_OPS);
-fid_kind!(fid_cntr, FI_CLASS_CNTR, super::queues::CNTR_FI_OPS);
-fid_kind!(fid_av, FI_CLASS_AV, super::av::AV_FI_OPS);
-fid_kind!(fid_mr, FI_CLASS_MR, super::mr::MR_FI_OPS);
+/// The objects whose Rust side is a `util` or provider object. (CQs and EQs also keep buffers
+/// that their ops hand out: `queues::{CqObj, EqObj}`.)
+pub type FabricObj = Obj<fid_fabric, Arc<dyn Fabric>>;
+pub type DomainObj = Obj<fid_domain, Arc<dyn Domain>>;
+pub type EpObj = Obj<fid_ep, Arc<dyn Endpoint>>;
+pub type AvObj = Obj<fid_av, Arc<Av>>;
+pub type MrObj = Obj<fid_mr, Arc<Mr>>;
+pub type CntrObj = Obj<fid_cntr, Arc<Cntr>>;
 
 #[repr(C)]
 pub struct Obj<F, I> {
@@ -168,4 +180,66 @@ pub unsafe fn close_obj<F: FidKind, I>(
     // SAFETY: C handed the object to fi_close; after success it must not use it again.
     unsafe { Obj::<F, I>::destroy(obj) };
     Ok(())
+}
+
+// ---- generic stubs for slots an object does not implement ----
+
+pub(crate) unsafe extern "C" fn fid_no_bind(_f: *mut fid, _b: *mut fid, _flags: u64) -> c_int {
+    Errno::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn fid_no_control(
+    _f: *mut fid,
+    _cmd: c_int,
+    _arg: *mut c_void,
+) -> c_int {
+    Errno::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn fid_no_ops_open(
+    _f: *mut fid,
+    _name: *const c_char,
+    _flags: u64,
+    _ops: *mut *mut c_void,
+    _ctx: *mut c_void,
+) -> c_int {
+    Errno::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn fid_no_tostr(
+    _f: *const fid,
+    _buf: *mut c_char,
+    _len: usize,
+) -> c_int {
+    Errno::NOSYS.neg()
+}
+pub(crate) unsafe extern "C" fn fid_no_ops_set(
+    _f: *mut fid,
+    _name: *const c_char,
+    _flags: u64,
+    _ops: *mut c_void,
+    _ctx: *mut c_void,
+) -> c_int {
+    Errno::NOSYS.neg()
+}
+
+/// An `fi_ops` table with the given close and bind/control slots, everything else `ENOSYS`.
+pub const fn fi_ops_with(
+    close: unsafe extern "C" fn(*mut fid) -> c_int,
+    bind: unsafe extern "C" fn(*mut fid, *mut fid, u64) -> c_int,
+    control: unsafe extern "C" fn(*mut fid, c_int, *mut c_void) -> c_int,
+    ops_open: unsafe extern "C" fn(
+        *mut fid,
+        *const c_char,
+        u64,
+        *mut *mut c_void,
+        *mut c_void,
+    ) -> c_int,
+) -> fi_ops {
+    fi_ops {
+        size: size_of::<fi_ops>(),
+        close: Some(close),
+        bind: Some(bind),
+        control: Some(control),
+        ops_open: Some(ops_open),
+        tostr: Some(fid_no_tostr),
+        ops_set: Some(fid_no_ops_set),
+    }
 }

@@ -5,8 +5,9 @@ use core::mem::size_of;
 use core::ptr;
 use std::sync::{Arc, Mutex};
 
-use super::domain::{fi_ops_with, fid_no_bind, fid_no_ops_open};
-use super::object::{Obj, Refs, close_obj, fid_header};
+use super::object::{
+    CntrObj, Obj, Refs, close_obj, fi_ops_with, fid_header, fid_kind, fid_no_bind, fid_no_ops_open,
+};
 use super::{int_ret, put, ssize_ret};
 use crate::abi::compat::cq_err_entry_size;
 use crate::abi::consts::*;
@@ -32,7 +33,6 @@ pub struct EqInner {
 
 pub type CqObj = Obj<fid_cq, CqInner>;
 pub type EqObj = Obj<fid_eq, EqInner>;
-pub type CntrObj = Obj<fid_cntr, Arc<Cntr>>;
 
 // ---- shared pieces ----
 
@@ -131,6 +131,7 @@ pub unsafe fn trywait_one(f: *mut fid) -> Result<()> {
 // ---- CQ ----
 
 pub static CQ_FI_OPS: fi_ops = fi_ops_with(cq_close, fid_no_bind, cq_control, fid_no_ops_open);
+fid_kind!(fid_cq, FI_CLASS_CQ, CQ_FI_OPS);
 
 pub static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: size_of::<fi_ops_cq>(),
@@ -388,6 +389,7 @@ unsafe extern "C" fn cq_strerror(
 // ---- EQ ----
 
 pub static EQ_FI_OPS: fi_ops = fi_ops_with(eq_close, fid_no_bind, eq_control, fid_no_ops_open);
+fid_kind!(fid_eq, FI_CLASS_EQ, EQ_FI_OPS);
 
 pub static EQ_OPS: fi_ops_eq = fi_ops_eq {
     size: size_of::<fi_ops_eq>(),
@@ -585,6 +587,7 @@ unsafe extern "C" fn eq_strerror(
 
 pub static CNTR_FI_OPS: fi_ops =
     fi_ops_with(cntr_close, fid_no_bind, cntr_control, fid_no_ops_open);
+fid_kind!(fid_cntr, FI_CLASS_CNTR, CNTR_FI_OPS);
 
 pub static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: size_of::<fi_ops_cntr>(),

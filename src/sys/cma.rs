@@ -2,7 +2,7 @@
 //! spaces of two processes of the same user.
 
 use super::mem::IoVec;
-use crate::core::{Errno, Result};
+use crate::error::{Errno, Result};
 
 /// A range of another process's memory.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::core::{Errno, Result};
+use crate::error::{Errno, Result};
 
 /// Blocks until one of `fds` is readable or `timeout_ms` passes (negative: forever). With no fds,
 /// sleeps for the timeout (at most 1 ms when negative, so callers keep polling).

@@ -4,7 +4,7 @@
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::core::{Errno, Result};
+use crate::error::{Errno, Result};
 
 /// A mapping of a shared-memory object.
 #[derive(Debug)]

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::core::{Errno, Result};
+use crate::error::{Errno, Result};
 
 /// Most datagrams moved per system call.
 pub const BATCH: usize = 32;

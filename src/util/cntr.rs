@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use super::provider::{Progress, Sources};
+use super::progress::{Progress, Sources};
 use super::wait::WaitObj;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::provider::{Progress, Sources};
+use super::progress::{Progress, Sources};
 use super::wait::WaitObj;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};

@@ -11,6 +11,7 @@ pub mod ep;
 pub mod eq;
 pub mod hash;
 pub mod mr;
+pub mod progress;
 pub mod provider;
 pub mod rxq;
 pub mod slab;

@@ -23,10 +23,11 @@ use core::ffi::{c_int, c_void};
 use core::mem::size_of;
 use std::sync::Arc;
 
-use super::av::AvObj;
-use super::domain::{fid_no_ops_open, fid_no_ops_set, fid_no_tostr};
-use super::object::{Obj, Refs, close_obj, fid_header};
-use super::queues::{CntrObj, CqObj, EqObj};
+use super::object::{
+    AvObj, CntrObj, EpObj, Refs, close_obj, fid_header, fid_kind, fid_no_ops_open, fid_no_ops_set,
+    fid_no_tostr,
+};
+use super::queues::{CqObj, EqObj};
 use super::{app_slice, int_ret, ssize_ret};
 use crate::abi::consts::*;
 use crate::abi::ops::*;
@@ -34,8 +35,6 @@ use crate::abi::types::*;
 use crate::core::{Errno, Result};
 use crate::util::ep::USER_OP_FLAGS;
 use crate::util::{Bind, Endpoint};
-
-pub type EpObj = Obj<fid_ep, Arc<dyn Endpoint>>;
 
 pub static EP_FI_OPS: fi_ops = fi_ops {
     size: size_of::<fi_ops>(),
@@ -46,6 +45,7 @@ pub static EP_FI_OPS: fi_ops = fi_ops {
     tostr: Some(fid_no_tostr),
     ops_set: Some(fid_no_ops_set),
 };
+fid_kind!(fid_ep, FI_CLASS_EP, EP_FI_OPS);
 
 pub fn ep_to_c(
     imp: Arc<dyn Endpoint>,
