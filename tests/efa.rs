@@ -7,3 +7,44 @@ mod common;
 
 const SHM_TRANSFER: &str = "0";
 include!("common/efa_cases.rs");
+
+/// DGRAM in FI_MSG_PREFIX mode (efa-reference §10: 40 bytes, where a UD device puts the GRH):
+/// data after the prefix on both sides, and a receive's length counts the prefix, as the
+/// device's byte count does; without the mode, lengths are the message's.
+#[test]
+fn dgram_prefix_mode_leaves_the_front_of_each_buffer() {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-dgrm");
+    for prefixed in [false, true] {
+        let mut hints = fabric::core::Info {
+            caps: FI_MSG,
+            mode: if prefixed { FI_MSG_PREFIX } else { 0 },
+            ..Default::default()
+        };
+        hints.ep_attr.type_ = FI_EP_DGRAM;
+        let a = Node::open_hints(&EFA, &hints, lo);
+        let b = Node::open_hints(&EFA, &hints, lo);
+        let p = a.info.ep_attr.msg_prefix_size;
+        assert_eq!(p, if prefixed { 40 } else { 0 });
+        assert_eq!(a.info.mode & FI_MSG_PREFIX != 0, prefixed);
+        let ab = a.insert_hex(&b.name_hex());
+        let len = 1000;
+        let (src, sv) = buf(p + len);
+        src[p..].copy_from_slice(&pattern(len, 5));
+        let (dst, dv) = buf(p + len);
+        b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 2, 0), false)
+            .unwrap();
+        a.ep.send(&msg(&[sv], ab, 0, 1, 0), false).unwrap();
+        let r = wait_ok(&b, &a);
+        assert_eq!((r.op_context, r.len), (2, p + len));
+        assert!(dst[p..] == pattern(len, 5)[..]);
+        assert_eq!(wait_ok(&a, &b).op_context, 1);
+        if prefixed {
+            let (_, short) = buf(p - 1);
+            assert_eq!(
+                a.ep.send(&msg(&[short], ab, 0, 1, 0), false).unwrap_err(),
+                Errno::INVAL
+            );
+        }
+    }
+}

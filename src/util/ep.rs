@@ -31,6 +31,39 @@ pub struct MsgOp<'a> {
     pub call: Call,
 }
 
+/// The most iov entries an operation in FI_MSG_PREFIX mode may name: efa's `iov_limit`.
+pub const PREFIXED_IOV_MAX: usize = 4;
+
+impl<'a> MsgOp<'a> {
+    /// The operation without its message prefix (fi_getinfo(3) `FI_MSG_PREFIX`): the buffer
+    /// starts with `prefix` bytes that belong to the provider, all in the first entry, and the
+    /// message is what follows. The stripped entries are written to `out`; descriptors stay
+    /// one per entry. A first entry shorter than the prefix is `FI_EINVAL`.
+    pub fn without_prefix<'b>(
+        &self,
+        prefix: usize,
+        out: &'b mut [IoVec; PREFIXED_IOV_MAX],
+    ) -> crate::core::Result<MsgOp<'b>>
+    where
+        'a: 'b,
+    {
+        let first = self.iov.first().ok_or(crate::core::Errno::INVAL)?;
+        if self.iov.len() > out.len() {
+            return Err(crate::core::Errno::INVAL);
+        }
+        let rest = first
+            .len()
+            .checked_sub(prefix)
+            .ok_or(crate::core::Errno::INVAL)?;
+        out[..self.iov.len()].copy_from_slice(self.iov);
+        out[0] = first.sub(prefix, rest).ok_or(crate::core::Errno::INVAL)?;
+        Ok(MsgOp {
+            iov: &out[..self.iov.len()],
+            ..*self
+        })
+    }
+}
+
 /// `fi_read`/`fi_write` family decoded. `addr` is the peer.
 #[derive(Clone, Copy, Debug)]
 pub struct RmaOp<'a> {
@@ -211,5 +244,42 @@ mod tests {
         assert_eq!(f.resolve_rx(Call::Plain, 0) & FI_COMPLETION, FI_COMPLETION);
         f.set_tx(FI_COMPLETION);
         assert_eq!(f.resolve_tx(Call::Plain, 0) & FI_COMPLETION, FI_COMPLETION);
+    }
+
+    #[test]
+    fn a_message_prefix_is_cut_from_the_first_entry() {
+        let a: &'static mut [u8] = Box::leak(vec![0u8; 64].into_boxed_slice());
+        let b: &'static mut [u8] = Box::leak(vec![0u8; 16].into_boxed_slice());
+        let (a_addr, b_addr) = (a.as_ptr() as usize, b.as_ptr() as usize);
+        let iov = [IoVec::from_mut_slice(a), IoVec::from_mut_slice(b)];
+        let desc = [7usize, 8];
+        let op = MsgOp {
+            iov: &iov,
+            desc: &desc,
+            addr: 3,
+            context: 9,
+            data: 0,
+            tag: 0,
+            ignore: 0,
+            flags: 0,
+            call: Call::Plain,
+        };
+        let mut out = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+        let cut = op.without_prefix(40, &mut out).unwrap();
+        assert_eq!(cut.iov.len(), 2);
+        assert_eq!((cut.iov[0].addr(), cut.iov[0].len()), (a_addr + 40, 24));
+        assert_eq!((cut.iov[1].addr(), cut.iov[1].len()), (b_addr, 16));
+        assert_eq!((cut.desc, cut.addr, cut.context), (&desc[..], 3, 9));
+        // A prefix that fills the first entry leaves it empty; a longer one is refused.
+        let mut out = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+        assert_eq!(op.without_prefix(64, &mut out).unwrap().iov[0].len(), 0);
+        let mut out = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+        assert_eq!(
+            op.without_prefix(65, &mut out).unwrap_err(),
+            crate::core::Errno::INVAL
+        );
+        let none = MsgOp { iov: &[], ..op };
+        let mut out = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+        assert!(none.without_prefix(8, &mut out).is_err());
     }
 }

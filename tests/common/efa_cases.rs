@@ -769,3 +769,78 @@ fn a_removed_address_is_forgotten_and_its_index_reused() {
     let c = lo_node(CAPS, |_| ());
     removed_address_is_forgotten_and_its_index_reused(&a, &b, &c);
 }
+
+/// FI_MSG_PREFIX (fi_getinfo(3)), granted when hinted: every send and receive buffer starts
+/// with `msg_prefix_size` bytes of the provider's, and the message is what follows them.
+#[test]
+fn a_message_prefix_is_skipped_on_both_sides() {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some("srd_lo-rdm");
+    let mut hints = fabric::core::Info {
+        caps: FI_MSG | FI_SOURCE,
+        ..Default::default()
+    };
+    let plain = fabric::core::provider::InfoProvider::getinfo(
+        &EFA,
+        fi_version(2, 6),
+        None,
+        None,
+        0,
+        Some(&hints),
+    )
+    .unwrap();
+    assert!(
+        plain
+            .iter()
+            .all(|i| i.mode & FI_MSG_PREFIX == 0 && i.ep_attr.msg_prefix_size == 0)
+    );
+    hints.mode = FI_MSG_PREFIX;
+    let a = Node::open_hints(&EFA, &hints, lo);
+    let b = Node::open_hints(&EFA, &hints, lo);
+    let p = a.info.ep_attr.msg_prefix_size;
+    assert_ne!(a.info.mode & a.info.tx_attr.mode & a.info.rx_attr.mode & FI_MSG_PREFIX, 0);
+    assert!(p > 0 && p.is_multiple_of(8), "prefix size {p}");
+    let ab = a.insert_hex(&b.name_hex());
+    b.insert_hex(&a.name_hex());
+    // Eager, medium and long-CTS at the 8 KiB MTU.
+    for (i, len) in [0usize, 1, 5000, 40_000].into_iter().enumerate() {
+        let (src, sv) = buf(p + len);
+        src[..p].fill(0xee);
+        src[p..].copy_from_slice(&pattern(len, i as u8));
+        let (dst, dv) = buf(p + len + 16);
+        b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 2, 0), false)
+            .unwrap();
+        a.ep.send(&msg(&[sv], ab, 0, 1, 0), false).unwrap();
+        let r = wait_ok(&b, &a);
+        assert_eq!((r.op_context, r.len), (2, len));
+        assert!(dst[p..p + len] == pattern(len, i as u8)[..], "{len} bytes");
+        assert!(dst[p + len..].iter().all(|&x| x == 0), "past the message");
+        assert_eq!(wait_ok(&a, &b).op_context, 1);
+    }
+    // The inject limit counts the message, not the prefix.
+    let inject = a.info.tx_attr.inject_size;
+    let (src, sv) = buf(p + inject);
+    src[p..].copy_from_slice(&pattern(inject, 9));
+    let (dst, dv) = buf(p + inject);
+    b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 3, 0), false)
+        .unwrap();
+    let svs = [sv];
+    let op = MsgOp {
+        call: Call::Inject,
+        ..msg(&svs, ab, 0, 0, 0)
+    };
+    a.ep.send(&op, false).unwrap();
+    assert_eq!(wait_ok(&b, &a).len, inject);
+    assert!(dst[p..] == pattern(inject, 9)[..]);
+    // A first entry without room for the prefix is refused on both sides.
+    let (_, short) = buf(p - 1);
+    assert_eq!(
+        a.ep.send(&msg(&[short], ab, 0, 1, 0), false).unwrap_err(),
+        Errno::INVAL
+    );
+    assert_eq!(
+        b.ep.recv(&msg(&[short], FI_ADDR_UNSPEC, 0, 1, 0), false)
+            .unwrap_err(),
+        Errno::INVAL
+    );
+}

@@ -102,11 +102,14 @@ impl Node {
         ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
             .unwrap();
         ep.bind(Bind::Av(av.clone()), 0).unwrap();
-        ep.bind(
-            Bind::Cntr(cntr.clone()),
-            FI_SEND | FI_RECV | FI_READ | FI_WRITE,
-        )
-        .unwrap();
+        // Read and write counters where there is RMA (efa DGRAM refuses them).
+        let rma = if info.caps & FI_RMA != 0 || info.caps == 0 {
+            FI_READ | FI_WRITE
+        } else {
+            0
+        };
+        ep.bind(Bind::Cntr(cntr.clone()), FI_SEND | FI_RECV | rma)
+            .unwrap();
         // Remote-access counters exist only with FI_RMA_EVENT (fi_cntr(3)).
         if info.caps & FI_RMA_EVENT != 0 {
             ep.bind(Bind::Cntr(rcntr.clone()), FI_REMOTE_READ | FI_REMOTE_WRITE)

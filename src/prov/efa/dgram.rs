@@ -40,6 +40,10 @@ pub struct DgramEndpoint {
     me: Weak<DgramEndpoint>,
     caps: u64,
     flags: OpFlags,
+    /// `msg_prefix_size` when the application took FI_MSG_PREFIX, else 0: the front of each
+    /// buffer is left alone, and a receive reports the prefix in its length as a UD device
+    /// counts the GRH it writes there.
+    prefix: usize,
     wait_fd: Option<std::os::fd::RawFd>,
     inner: Mutex<Inner>,
 }
@@ -49,6 +53,7 @@ impl DgramEndpoint {
         caps: u64,
         tx_op_flags: u64,
         rx_op_flags: u64,
+        prefix: usize,
         dev: Box<dyn Device>,
     ) -> Arc<DgramEndpoint> {
         let mtu = dev.mtu();
@@ -57,6 +62,7 @@ impl DgramEndpoint {
             me: me.clone(),
             caps,
             flags: OpFlags::new(tx_op_flags, rx_op_flags),
+            prefix,
             wait_fd,
             inner: Mutex::new(Inner {
                 dev,
@@ -156,7 +162,7 @@ impl DgramEndpoint {
             return;
         };
         let Some(r) = g.recvs.remove(i) else { return };
-        let got = scatter(r.iov(), 0, data);
+        let got = scatter(r.iov(), self.prefix, data);
         let src_addr = match &g.av {
             Some(av) if src_fi != FI_ADDR_NOTAVAIL => av.source_id(src_fi),
             _ => FI_ADDR_NOTAVAIL,
@@ -167,7 +173,7 @@ impl DgramEndpoint {
                 cq.push_err(CqErrEntry {
                     op_context: r.context,
                     flags: FI_RECV | FI_MSG,
-                    len: got,
+                    len: self.prefix + got,
                     buf,
                     olen: data.len() - got,
                     err: Errno::TRUNC.0,
@@ -178,7 +184,7 @@ impl DgramEndpoint {
                 cq.push(CqEntry {
                     op_context: r.context,
                     flags: FI_RECV | FI_MSG,
-                    len: got,
+                    len: self.prefix + got,
                     buf,
                     src_addr,
                     ..Default::default()
@@ -303,7 +309,7 @@ impl Endpoint for DgramEndpoint {
         if tagged {
             return Err(Errno::NOSYS);
         }
-        if op.iov.len() > 1 {
+        if op.iov.len() > 1 || op.iov.first().map_or(0, |v| v.len()) < self.prefix {
             return Err(Errno::INVAL);
         }
         let flags = self.flags.resolve_rx(op.call, op.flags);
@@ -329,11 +335,11 @@ impl Endpoint for DgramEndpoint {
         if tagged {
             return Err(Errno::NOSYS);
         }
-        if op.iov.len() > 1 {
+        if op.iov.len() > 1 || op.iov.first().map_or(0, |v| v.len()) < self.prefix {
             return Err(Errno::INVAL);
         }
         let flags = self.flags.resolve_tx(op.call, op.flags);
-        let len = iov_len(op.iov);
+        let len = iov_len(op.iov) - self.prefix;
         let mut g = self.lock();
         if !g.enabled {
             return Err(Errno::OPBADSTATE);
@@ -344,7 +350,7 @@ impl Endpoint for DgramEndpoint {
         let av = g.av.clone().ok_or(Errno::NOAV)?;
         let dest = EfaAddr::from_bytes(&av.lookup(op.addr)?).ok_or(Errno::INVAL)?;
         let mut b = vec![0u8; HEADROOM + len];
-        gather(op.iov, 0, &mut b[HEADROOM..]);
+        gather(op.iov, self.prefix, &mut b[HEADROOM..]);
         let inject = op.call == crate::util::ep::Call::Inject;
         let id = g
             .sends

@@ -52,6 +52,10 @@ const RDM_CAPS: u64 = FI_MSG
     | FI_LOCAL_COMM
     | FI_REMOTE_COMM;
 const DGRAM_CAPS: u64 = FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+/// `msg_prefix_size` when FI_MSG_PREFIX is granted: upstream's RDM value (its packet entry,
+/// eager header and raw address, efa-reference §3) and the DGRAM GRH space.
+const RDM_MSG_PREFIX_SIZE: usize = 176;
+const DGRAM_MSG_PREFIX_SIZE: usize = 40;
 
 /// Provider parameters (efa-reference §9), read when a domain opens.
 #[derive(Debug, Clone)]
@@ -517,6 +521,21 @@ impl InfoProvider for EfaProvider {
                     i.domain_attr.resource_mgmt = rm;
                 }
             }
+            // FI_MSG_PREFIX when the application offers it (fi_getinfo(3); efa-reference §10):
+            // upstream grants it on both endpoint types. The RDM prefix is upstream's size,
+            // unused by the protocol here; the DGRAM one is where a UD device writes the GRH.
+            if hints
+                .is_some_and(|h| (h.mode | h.tx_attr.mode | h.rx_attr.mode) & FI_MSG_PREFIX != 0)
+            {
+                i.mode |= FI_MSG_PREFIX;
+                i.tx_attr.mode |= FI_MSG_PREFIX;
+                i.rx_attr.mode |= FI_MSG_PREFIX;
+                i.ep_attr.msg_prefix_size = if i.ep_attr.type_ == FI_EP_RDM {
+                    RDM_MSG_PREFIX_SIZE
+                } else {
+                    DGRAM_MSG_PREFIX_SIZE
+                };
+            }
             // FI_MR_LOCAL only when the application offers it (§10).
             if hint_mr & FI_MR_LOCAL as i32 != 0 && i.domain_attr.mr_mode != 0 {
                 i.domain_attr.mr_mode |= FI_MR_LOCAL as i32;
@@ -639,6 +658,12 @@ impl Domain for EfaDomain {
         } else {
             info.caps
         };
+        // The info of fi_endpoint says whether the application took prefix mode.
+        let prefix = if (info.mode | info.tx_attr.mode | info.rx_attr.mode) & FI_MSG_PREFIX != 0 {
+            info.ep_attr.msg_prefix_size
+        } else {
+            0
+        };
         if self.rdm {
             if info.ep_attr.type_ != 0 && info.ep_attr.type_ != FI_EP_RDM {
                 return Err(Errno::INVAL);
@@ -648,6 +673,7 @@ impl Domain for EfaDomain {
                 caps,
                 info.tx_attr.op_flags,
                 info.rx_attr.op_flags,
+                prefix,
                 dev,
             ))
         } else {
@@ -658,6 +684,7 @@ impl Domain for EfaDomain {
                 caps,
                 info.tx_attr.op_flags,
                 info.rx_attr.op_flags,
+                prefix,
                 dev,
             ))
         }

@@ -25,7 +25,7 @@ use crate::sys::mem::{IoVec, gather, iov_len};
 use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::{Cq, CqEntry, CqErrEntry};
-use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, RmaOp};
+use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, PREFIXED_IOV_MAX, RmaOp};
 use crate::util::hash::U64Map;
 use crate::util::provider::Idle;
 use crate::util::rxq::{MAX_IOV, SharedRxQueue};
@@ -433,6 +433,9 @@ pub struct RdmEndpoint {
     pub(super) domain: Arc<EfaDomain>,
     pub(super) caps: u64,
     pub(super) flags: OpFlags,
+    /// `msg_prefix_size` when the application took FI_MSG_PREFIX, else 0: cut from every
+    /// send and receive buffer before it is posted.
+    prefix: usize,
     pub(super) inner: Mutex<Inner>,
     wait_fd: Option<std::os::fd::RawFd>,
     /// The shm endpoint for local peers (`local.rs`), used once enabled (`shm_on`) unless the
@@ -450,6 +453,7 @@ impl RdmEndpoint {
         caps: u64,
         tx_op_flags: u64,
         rx_op_flags: u64,
+        prefix: usize,
         dev: Box<dyn Device>,
     ) -> Arc<RdmEndpoint> {
         let knobs = domain.knobs.clone();
@@ -481,6 +485,7 @@ impl RdmEndpoint {
             domain,
             caps,
             flags: OpFlags::new(tx_op_flags, rx_op_flags),
+            prefix,
             wait_fd,
             shm,
             shm_on: AtomicBool::new(false),
@@ -1962,10 +1967,18 @@ impl Endpoint for RdmEndpoint {
     }
 
     fn recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        if self.prefix != 0 {
+            let mut iov = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+            return self.post_recv(&op.without_prefix(self.prefix, &mut iov)?, tagged);
+        }
         self.post_recv(op, tagged)
     }
 
     fn send(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        if self.prefix != 0 {
+            let mut iov = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+            return self.post_send(&op.without_prefix(self.prefix, &mut iov)?, tagged);
+        }
         self.post_send(op, tagged)
     }
 
