@@ -1043,3 +1043,67 @@ fn a_removed_address_is_forgotten_and_its_index_reused() {
     );
     removed_address_is_forgotten_and_its_index_reused(&a, &b, &c);
 }
+
+/// A receiver that lives but takes nothing: the sender's posts fill the receiver's command
+/// ring and then answer `FI_EAGAIN` (fi_msg(3)), never a connection error; once the receiver
+/// drains, every message arrives.
+fn full_ring_scenario() {
+    let (n, peer) = setup();
+    const MAX: usize = 8192;
+    if role().as_deref() == Some("server") {
+        sync(); // the client fills our ring meanwhile, while we stay out of the library
+        let sent: usize = child_line().parse().unwrap();
+        let mut bufs = Vec::new();
+        for i in 0..sent {
+            let (s, v) = buf(8);
+            n.recv(&[v], FI_ADDR_UNSPEC, None, i, 0, Call::Plain)
+                .unwrap();
+            bufs.push(s);
+        }
+        let got = n.wait_n(sent);
+        for e in &got {
+            assert_eq!(e.len, 8);
+            assert_eq!(&bufs[e.op_context][..], &pattern(8, e.op_context as u8)[..]);
+        }
+    } else {
+        let mut sent = 0;
+        let refusal = loop {
+            let (s, v) = buf(8);
+            s.copy_from_slice(&pattern(8, sent as u8));
+            // The endpoint itself: `Node::send` retries on FI_EAGAIN.
+            let op = fabric::util::ep::MsgOp {
+                iov: &[v],
+                desc: &[],
+                addr: peer,
+                context: sent,
+                data: 0,
+                tag: 0,
+                ignore: 0,
+                flags: 0,
+                call: Call::Plain,
+            };
+            match n.ep.send(&op, false) {
+                Ok(()) => sent += 1,
+                Err(e) => break e,
+            }
+            assert!(
+                sent < MAX,
+                "{MAX} sends to a receiver that takes nothing all accepted"
+            );
+        };
+        assert_eq!(refusal, Errno::AGAIN, "after {sent} sends");
+        assert!(sent > 0);
+        sync();
+        child_send(&sent.to_string());
+        n.wait_n(sent);
+    }
+    child_done();
+}
+
+#[test]
+fn a_full_ring_is_eagain_while_the_receiver_lives() {
+    if role().is_some() {
+        return full_ring_scenario();
+    }
+    pair("a_full_ring_is_eagain_while_the_receiver_lives", &[]);
+}
