@@ -1107,3 +1107,25 @@ fn a_full_ring_is_eagain_while_the_receiver_lives() {
     }
     pair("a_full_ring_is_eagain_while_the_receiver_lives", &[]);
 }
+
+/// The server in a pid namespace of its own, sharing /dev/shm (as containers may): its pid
+/// means nothing to the client and the client's nothing to it, so neither probes nor attaches
+/// to the other by pid (bounce buffers instead of cross-memory attach), and nothing is lost.
+/// Needs `unshare --pid` (root), as the network-namespace tests do. One test, the scenarios
+/// in turn: servers in fresh namespaces have the same pid, hence the same default name.
+#[test]
+fn messages_and_rma_between_pid_namespaces() {
+    const TEST: &str = "messages_and_rma_between_pid_namespaces";
+    if role().is_some() {
+        return match std::env::var("SCENARIO").as_deref() {
+            Ok("messages") => messages_scenario(),
+            _ => rma_scenario(),
+        };
+    }
+    for scenario in ["messages", "rma"] {
+        let env = [("SCENARIO", scenario)];
+        let s = Peer::spawn_under(&["unshare", "--pid", "--fork"], TEST, "server", &env);
+        let c = Peer::spawn(TEST, "client", &env);
+        assert!(relay(vec![s, c]), "{scenario}: a child failed");
+    }
+}

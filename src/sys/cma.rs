@@ -51,6 +51,12 @@ fn iovecs_remote(r: &[Remote], mut off: usize, mut len: usize, out: &mut Vec<lib
     }
 }
 
+/// Pid 0 is a peer this process cannot attach to (another pid namespace): refused as the
+/// kernel refuses (`FI_EPERM`), so that callers fall back to bounce buffers.
+fn no_process(pid: i32) -> Result<()> {
+    if pid <= 0 { Err(Errno::PERM) } else { Ok(()) }
+}
+
 fn transfer(
     pid: i32,
     local: &[IoVec],
@@ -60,6 +66,7 @@ fn transfer(
     len: usize,
     write: bool,
 ) -> Result<()> {
+    no_process(pid)?;
     let (mut l, mut r) = (Vec::with_capacity(4), Vec::with_capacity(4));
     let mut done = 0;
     while done < len {
@@ -142,6 +149,7 @@ pub fn transfer_runs(
     write: bool,
 ) -> Result<()> {
     const UIO_MAXIOV: usize = 1024;
+    no_process(pid)?;
     let (mut l, mut r) = (Vec::new(), Vec::new());
     let (mut one_l, mut one_r) = (Vec::with_capacity(4), Vec::with_capacity(4));
     let mut total = 0;
@@ -239,6 +247,16 @@ mod tests {
         assert_eq!(out[9], 0);
         assert!(read_from(pid, &[d], 0, &remote, 0, 300).is_err());
         assert!(read_from(pid, &[d], 0, &[Remote { addr: 8, len: 8 }], 0, 8).is_err());
+        // No process to attach to (a peer in another pid namespace): refused, so that the
+        // caller takes its bounce-buffer path.
+        assert_eq!(
+            read_from(0, &[d], 0, &remote, 0, 8).unwrap_err(),
+            Errno::PERM
+        );
+        assert_eq!(
+            transfer_runs(0, &[d], &remote, &[(0, 8)], true).unwrap_err(),
+            Errno::PERM
+        );
     }
 
     #[test]

@@ -20,6 +20,18 @@ pub fn pid() -> u32 {
     std::process::id()
 }
 
+/// This process's pid namespace (the inode of `/proc/self/ns/pid`), or 0 when it cannot be
+/// read. A pid means a process only inside its namespace: processes that share `/dev/shm`
+/// from different namespaces (containers, `unshare --pid`) must not probe or attach to each
+/// other by pid.
+pub fn pid_namespace() -> u64 {
+    static NS: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *NS.get_or_init(|| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+    })
+}
+
 /// Whether process `pid` exists (signal 0 probe; EPERM means it exists under another user).
 pub fn process_alive(pid: i32) -> bool {
     // SAFETY: kill with signal 0 performs only the existence and permission check.

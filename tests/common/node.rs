@@ -349,8 +349,20 @@ pub struct Peer {
 impl Peer {
     /// Re-runs this test binary's test `test` as a child with `FABRIC_TEST_ROLE=role`.
     pub fn spawn(test: &str, role: &str, env: &[(&str, &str)]) -> Peer {
+        Self::spawn_under(&[], test, role, env)
+    }
+
+    /// Like `spawn`, the child started by the command `wrapper` (e.g. `unshare --pid --fork`).
+    pub fn spawn_under(wrapper: &[&str], test: &str, role: &str, env: &[(&str, &str)]) -> Peer {
         let exe = std::env::current_exe().unwrap();
-        let mut cmd = Command::new(exe);
+        let mut cmd = match wrapper {
+            [] => Command::new(&exe),
+            [w, rest @ ..] => {
+                let mut c = Command::new(w);
+                c.args(rest).arg(&exe);
+                c
+            }
+        };
         cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
             .env("FABRIC_TEST_ROLE", role)
             .stdin(Stdio::piped())

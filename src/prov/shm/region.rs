@@ -19,7 +19,7 @@ use crate::core::{Errno, Result};
 use crate::sys::shm::ShmMap;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"fabricSM");
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Command slots in the ring (a power of two).
 pub const RING_SLOTS: usize = 1024;
 /// Bytes of one slot: an 8-byte sequence word and the command.
@@ -59,6 +59,8 @@ struct Header {
     size: AtomicU64,
     /// When the owner closed the region with bounce buffers lent (seconds since the epoch).
     closed_at: AtomicU64,
+    /// The owner's pid namespace (`sys::os::pid_namespace`): its pid means nothing elsewhere.
+    pidns: AtomicU64,
 }
 
 /// How long a closed region whose owner died is kept for peers that still have to read
@@ -115,6 +117,8 @@ impl Region {
         h.version.store(VERSION, Ordering::Relaxed);
         h.uid.store(crate::sys::os::uid(), Ordering::Relaxed);
         h.pid.store(crate::sys::os::pid(), Ordering::Relaxed);
+        h.pidns
+            .store(crate::sys::os::pid_namespace(), Ordering::Relaxed);
         h.token.store(token, Ordering::Relaxed);
         h.base.store(r.map.as_ptr() as u64, Ordering::Relaxed);
         h.size.store(REGION_SIZE as u64, Ordering::Relaxed);
@@ -165,16 +169,33 @@ impl Region {
         self.header().state.load(Ordering::Acquire)
     }
 
-    /// Whether the region was left behind by a process that died (a region still being created
-    /// has no pid yet and is not stale).
-    pub fn stale(&self) -> bool {
+    /// The owner's pid as this process sees it: None when the owner lives in another pid
+    /// namespace (or has not written its pid yet), where the number names some other process
+    /// or none. Such an owner is neither probed nor attached to (cross-memory attach).
+    pub fn owner_pid(&self) -> Option<i32> {
+        let (ours, theirs) = (
+            crate::sys::os::pid_namespace(),
+            self.header().pidns.load(Ordering::Relaxed),
+        );
         let pid = self.pid();
-        pid != 0 && !crate::sys::os::process_alive(pid as i32)
+        (pid != 0 && (ours == theirs || ours == 0 || theirs == 0)).then_some(pid as i32)
     }
 
-    /// Whether the owner is gone: closed its endpoint, or its process exited.
+    /// Whether the region was left behind by a process that died (a region still being created
+    /// has no pid yet and is not stale; one from another pid namespace cannot be judged here,
+    /// and is left to its owner's close or to a sweep in its own namespace).
+    pub fn stale(&self) -> bool {
+        self.owner_pid()
+            .is_some_and(|pid| !crate::sys::os::process_alive(pid))
+    }
+
+    /// Whether the owner is gone: closed its endpoint, or its process exited (as far as can be
+    /// told from this pid namespace).
     pub fn owner_gone(&self) -> bool {
-        self.state() != STATE_READY || !crate::sys::os::process_alive(self.pid() as i32)
+        self.state() != STATE_READY
+            || self
+                .owner_pid()
+                .is_some_and(|pid| !crate::sys::os::process_alive(pid))
     }
 
     /// Closes the region (owner): peers see `STATE_CLOSED`, and the name is removed unless
@@ -518,6 +539,32 @@ mod tests {
         assert!(peer.push(&cmd, usize::MAX));
         assert!(owner.pop(&mut out, |_| usize::MAX));
         assert!(out[1..].iter().all(|&b| b == 0xab));
+    }
+
+    /// A pid is judged only inside the pid namespace it belongs to: an owner from another
+    /// namespace (a container sharing /dev/shm) is never probed, swept or attached to by it.
+    #[test]
+    fn an_owner_in_another_pid_namespace_is_not_judged_by_its_pid() {
+        let n = name();
+        let owner = Region::create(&n, 5).unwrap();
+        let peer = Region::open(&n).unwrap();
+        assert_eq!(peer.owner_pid(), Some(std::process::id() as i32));
+        assert!(!peer.stale() && !peer.owner_gone());
+        // A pid no process of this namespace has: stale, gone.
+        let unused = i32::MAX as u32;
+        owner.header().pid.store(unused, Ordering::Relaxed);
+        assert!(peer.stale() && peer.owner_gone());
+        // The same pid from another namespace: unknown here, so neither.
+        let ours = crate::sys::os::pid_namespace();
+        assert_ne!(ours, 0, "/proc/self/ns/pid is readable here");
+        owner.header().pidns.store(ours + 1, Ordering::Relaxed);
+        assert_eq!(peer.owner_pid(), None);
+        assert!(!peer.stale() && !peer.owner_gone());
+        // Taking the name over requires a stale or closed region: this one is neither.
+        assert_eq!(Region::create(&n, 6).unwrap_err(), Errno::ADDRINUSE);
+        // Closing still tells peers in every namespace.
+        owner.close();
+        assert!(peer.owner_gone());
     }
 
     #[test]

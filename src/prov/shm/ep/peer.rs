@@ -181,7 +181,8 @@ impl Inner {
             })?;
             let peer = &mut self.peers[p];
             peer.token = r.token();
-            peer.pid = r.pid() as i32;
+            // 0 (no attach: bounce buffers) for an owner in another pid namespace.
+            peer.pid = r.owner_pid().unwrap_or(0);
             peer.region = Some(Arc::new(r));
         }
         let peer = &self.peers[p];
@@ -299,7 +300,7 @@ impl ShmEndpoint {
             peer.dead = false;
         }
         peer.token = c.sender;
-        peer.pid = region.as_ref().map_or(0, |r| r.pid() as i32);
+        peer.pid = region.as_ref().and_then(|r| r.owner_pid()).unwrap_or(0);
         peer.dead = region.is_none();
         peer.connected = region.is_some() && peer.connected;
         peer.region = region;
