@@ -4,9 +4,13 @@
 mod ack_timer;
 mod ep;
 mod local;
+mod peer;
 pub mod pkt;
+mod progress;
 mod quiet;
+mod rma;
 mod rx;
+mod tx;
 
 pub use ep::RdmEndpoint;
 

@@ -8,6 +8,7 @@
 
 use super::ep::*;
 use super::pkt::{self, Ctrl, Pkt, Req};
+use super::tx::ZERO_COPY_MIN;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::PROV_ERR_REMOTE_ACCESS;
