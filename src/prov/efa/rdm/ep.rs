@@ -4,7 +4,8 @@
 //!
 //! The protocol's parts (efa-reference §1–§7) are beside it: `peer.rs` (peers, AV, handshake
 //! §2, connid §7), `tx.rs` (sends §3, completion of transmit operations), `rma.rs` (writes,
-//! reads and atomics we initiate, §5), `rx.rs` (what arrives), and `progress.rs` (the device:
+//! reads and atomics we initiate, §5), `rx.rs` (receives, order §4), `target.rs` (remote
+//! accesses to our memory, §5), `ctrl.rs` (control packets), and `progress.rs` (the device:
 //! packets out, the poll loop, RNR back-off §6).
 
 use std::collections::{HashMap, VecDeque};

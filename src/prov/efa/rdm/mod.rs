@@ -2,6 +2,7 @@
 //! messaging, emulated RMA and atomics over a device that offers unordered reliable datagrams.
 
 mod ack_timer;
+mod ctrl;
 mod ep;
 mod local;
 mod peer;
@@ -10,6 +11,7 @@ mod progress;
 mod quiet;
 mod rma;
 mod rx;
+mod target;
 mod tx;
 
 pub use ep::RdmEndpoint;
