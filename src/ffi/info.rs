@@ -643,6 +643,43 @@ mod tests {
     }
 
     #[test]
+    fn infos_built_by_the_library() {
+        let mut i = Info {
+            caps: FI_MSG,
+            addr_format: FI_ADDR_STR,
+            src_addr: Some(b"fi_shm://42\0".to_vec()),
+            ..Default::default()
+        };
+        i.domain_attr.name = Some("shm".into());
+        i.fabric_attr.prov_name = Some("shm".into());
+        i.nic = Some(Nic {
+            link: Some(LinkAttr {
+                mtu: 1500,
+                state: FI_LINK_UP,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let c = info_to_c(&i);
+        assert!(!c.is_null());
+        let text = crate::ffi::tostr::tostr_of(c.cast(), FI_TYPE_INFO);
+        // The same text as the Rust view of the same info (the nic through its tostr slot).
+        assert_eq!(text, crate::core::tostr::info_to_string(&i));
+        assert!(
+            text.contains("    src_addrlen: 12\n    dest_addrlen: 0\n    src_addr: fi_shm://42\n")
+        );
+        assert!(text.contains("    nic:\n        fi_device_attr: (null)\n"));
+        assert!(text.contains("            mtu: 1500\n"));
+        // SAFETY: test: the info is ours; fid is its NIC.
+        unsafe {
+            let nic = (*c).nic;
+            let t = crate::ffi::tostr::tostr_of(nic.cast(), FI_TYPE_FID);
+            assert!(t.starts_with("    nic:\n"), "{t}");
+            free_info(c);
+        }
+    }
+
+    #[test]
     fn api_versions_map_to_layouts() {
         assert_eq!(node_for_api(fi_version(1, 4)), AbiNode::V1_0);
         assert_eq!(node_for_api(fi_version(1, 17)), AbiNode::V1_3);

@@ -382,20 +382,21 @@ pub unsafe extern "C" fn fi_open(
     })
 }
 
+/// The text `fi_tostr` gives for `data` as type `t` (tests here and in `info`).
+#[cfg(test)]
+pub(super) fn tostr_of(data: *const c_void, t: u32) -> String {
+    // SAFETY: test: `data` points to the named type; the result is a C string.
+    unsafe {
+        let p = fi_tostr(data, t);
+        assert!(!p.is_null());
+        CStr::from_ptr(p).to_string_lossy().into_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::info::Info;
     use std::ffi::CString;
-
-    fn tostr_of(data: *const c_void, t: u32) -> String {
-        // SAFETY: test: `data` points to the named type; the result is a C string.
-        unsafe {
-            let p = fi_tostr(data, t);
-            assert!(!p.is_null());
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
-    }
 
     #[test]
     fn null_arguments() {
@@ -445,43 +446,6 @@ mod tests {
             "2.6.0"
         );
         assert_eq!(tostr_of((&f as *const u32).cast(), 1000), "Unknown type");
-    }
-
-    #[test]
-    fn infos_built_by_the_library() {
-        let mut i = Info {
-            caps: FI_MSG,
-            addr_format: FI_ADDR_STR,
-            src_addr: Some(b"fi_shm://42\0".to_vec()),
-            ..Default::default()
-        };
-        i.domain_attr.name = Some("shm".into());
-        i.fabric_attr.prov_name = Some("shm".into());
-        i.nic = Some(Nic {
-            link: Some(LinkAttr {
-                mtu: 1500,
-                state: FI_LINK_UP,
-                ..Default::default()
-            }),
-            ..Default::default()
-        });
-        let c = super::super::info::info_to_c(&i);
-        assert!(!c.is_null());
-        let text = tostr_of(c.cast(), FI_TYPE_INFO);
-        // The same text as the Rust view of the same info (the nic through its tostr slot).
-        assert_eq!(text, tostr::info_to_string(&i));
-        assert!(
-            text.contains("    src_addrlen: 12\n    dest_addrlen: 0\n    src_addr: fi_shm://42\n")
-        );
-        assert!(text.contains("    nic:\n        fi_device_attr: (null)\n"));
-        assert!(text.contains("            mtu: 1500\n"));
-        // SAFETY: test: the info is ours; fid is its NIC.
-        unsafe {
-            let nic = (*c).nic;
-            let t = tostr_of(nic.cast(), FI_TYPE_FID);
-            assert!(t.starts_with("    nic:\n"), "{t}");
-            super::super::info::free_info(c);
-        }
     }
 
     #[test]

@@ -2,11 +2,17 @@
 //! messaging, emulated RMA and atomics over a device that offers unordered reliable datagrams.
 
 mod ack_timer;
+mod ctrl;
 mod ep;
 mod local;
+mod peer;
 pub mod pkt;
+mod progress;
 mod quiet;
+mod rma;
 mod rx;
+mod target;
+mod tx;
 
 pub use ep::RdmEndpoint;
 

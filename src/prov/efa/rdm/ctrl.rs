@@ -1,0 +1,216 @@
+//! Control packets arriving at the RDM endpoint: HANDSHAKE (efa-reference §2), CTS and
+//! CTSDATA of long-CTS messages, writes and reads (§3, §5), READRSP, ATOMRSP, RECEIPT and ERR.
+//! All but the handshake answer something we started, and must come from its peer.
+
+use super::ep::*;
+use super::pkt::{self, Ctrl};
+use crate::core::Errno;
+use crate::prov::efa::PROV_ERR_REMOTE_ACCESS;
+use crate::prov::efa::device::{EfaAddr, HEADROOM};
+use crate::sys::mem::{iov_len, scatter};
+
+// ---- control packets ----
+
+impl RdmEndpoint {
+    pub(super) fn handle_ctrl(&self, g: &mut Inner, src: EfaAddr, c: Ctrl, b: &[u8]) {
+        let connid = match c {
+            Ctrl::Cts { connid, .. } | Ctrl::ReadRsp { connid, .. } => Some(connid),
+            Ctrl::CtsData { connid, .. } | Ctrl::Handshake { connid, .. } => connid,
+            _ => None,
+        };
+        if connid.is_some_and(|c| c != src.qkey) {
+            g.dropped += 1;
+            return;
+        }
+        if let Ctrl::Handshake { extra_info, .. } = c {
+            let p = g.peer_by_addr(src);
+            let peer = &mut g.peers[p];
+            if peer.dead {
+                return;
+            }
+            peer.extra_info = extra_info;
+            // Answer with ours if the peer has not had it: a target needs the initiator's
+            // features too (whether it understands ERR responses).
+            g.handshake(p);
+            let peer = &mut g.peers[p];
+            if !peer.hs_received {
+                peer.hs_received = true;
+                let waiting: Vec<u64> = peer.waiting.drain(..).collect();
+                for id in waiting {
+                    g.start(id);
+                }
+            }
+            return;
+        }
+        // Everything else answers something we started: the sender must be known.
+        let Some(&p) = g.by_addr.get(&src) else {
+            g.dropped += 1;
+            return;
+        };
+        match c {
+            Ctrl::Cts {
+                send_id,
+                recv_id,
+                recv_length,
+                ..
+            } => {
+                if send_id & TX_BIT != 0 {
+                    let Some(id) = self.txe_of(g, p, send_id) else {
+                        return;
+                    };
+                    if let Some(t) = g.txes.get_mut(id) {
+                        t.recv_id = recv_id;
+                        t.window += recv_length as usize;
+                    }
+                    g.send_window(id);
+                } else if let Some(id) = self.rxe_of(g, p, send_id) {
+                    if let Some(r) = g.rxes.get_mut(id)
+                        && let RxKind::Read { window, .. } = &mut r.kind
+                    {
+                        *window += recv_length as usize;
+                    }
+                    self.send_read_data(g, id);
+                }
+            }
+            Ctrl::CtsData {
+                recv_id,
+                seg_length,
+                seg_offset,
+                data_off,
+                ..
+            } => {
+                let Some(data) = seg(b, data_off, seg_length) else {
+                    g.dropped += 1;
+                    return;
+                };
+                if recv_id & TX_BIT != 0 {
+                    let Some(id) = self.txe_of(g, p, recv_id) else {
+                        return;
+                    };
+                    self.read_data(g, id, seg_offset as usize, data, None);
+                } else if let Some(id) = self.rxe_of(g, p, recv_id) {
+                    self.rx_data(g, id, seg_offset as usize, data);
+                }
+            }
+            Ctrl::ReadRsp {
+                recv_id,
+                send_id,
+                seg_length,
+                data_off,
+                ..
+            } => {
+                let Some(data) = seg(b, data_off, seg_length) else {
+                    g.dropped += 1;
+                    return;
+                };
+                let Some(id) = self.txe_of(g, p, recv_id) else {
+                    return;
+                };
+                self.read_data(g, id, 0, data, Some(send_id));
+            }
+            Ctrl::AtomRsp {
+                recv_id,
+                seg_length,
+                data_off,
+            } => {
+                let Some(data) = seg(b, data_off, seg_length) else {
+                    g.dropped += 1;
+                    return;
+                };
+                let Some(id) = self.txe_of(g, p, recv_id) else {
+                    return;
+                };
+                if let Some(t) = g.txes.get_mut(id) {
+                    if !matches!(t.kind, TxKind::Atomic(_)) || data.len() != iov_len(&t.result) {
+                        g.dropped += 1;
+                        return;
+                    }
+                    scatter(&t.result, 0, data);
+                    t.response = true;
+                }
+                g.maybe_complete_tx(id);
+            }
+            Ctrl::Receipt { tx_id, .. } => {
+                let Some(id) = self.txe_of(g, p, tx_id) else {
+                    return;
+                };
+                if let Some(t) = g.txes.get_mut(id) {
+                    t.response = true;
+                }
+                g.maybe_complete_tx(id);
+            }
+            Ctrl::Err { tx_id, status } => {
+                let Some(id) = self.txe_of(g, p, tx_id) else {
+                    return;
+                };
+                let err = match i32::try_from(status) {
+                    Ok(e) if e > 0 => Errno(e),
+                    _ => Errno::REMOTEIO,
+                };
+                g.fail_tx(id, err, PROV_ERR_REMOTE_ACCESS);
+            }
+            // Not used by this endpoint (no RDMA read): nothing of ours is waiting for them.
+            Ctrl::Eor { .. } | Ctrl::ReadNack { .. } | Ctrl::Handshake { .. } => g.dropped += 1,
+        }
+    }
+
+    /// Our transmit operation named by a wire id, if it exists and belongs to peer `p`.
+    fn txe_of(&self, g: &mut Inner, p: usize, wire: u32) -> Option<u64> {
+        let id = g
+            .txes
+            .from_wire(wire)
+            .filter(|&id| g.txes.get(id).is_some_and(|t| t.peer == p));
+        if id.is_none() {
+            g.dropped += 1;
+        }
+        id
+    }
+
+    fn rxe_of(&self, g: &mut Inner, p: usize, wire: u32) -> Option<u64> {
+        let id = g
+            .rxes
+            .from_wire(wire)
+            .filter(|&id| g.rxes.get(id).is_some_and(|r| r.peer == p));
+        if id.is_none() {
+            g.dropped += 1;
+        }
+        id
+    }
+
+    /// Data of a read we asked for; grants the responder more when the window is used up.
+    fn read_data(&self, g: &mut Inner, id: u64, off: usize, data: &[u8], responder: Option<u32>) {
+        let room = g.ctsdata_room().max(1);
+        let credits = g.knobs.tx_min_credits;
+        let connid = g.connid();
+        let Some(t) = g.txes.get_mut(id) else { return };
+        if t.kind != TxKind::Read || off.checked_add(data.len()).is_none_or(|e| e > t.len) {
+            g.dropped += 1;
+            return;
+        }
+        scatter(&t.iov, off, data);
+        if let Some(r) = responder {
+            t.recv_id = r;
+        }
+        t.got += data.len();
+        t.window = t.window.saturating_sub(data.len());
+        if t.got >= t.len {
+            t.response = true;
+            g.maybe_complete_tx(id);
+            return;
+        }
+        if t.window == 0 {
+            let w = (t.len - t.got).min(credits * room);
+            t.window = w;
+            let (peer, to) = (t.peer, t.recv_id);
+            let mut b = g.buf();
+            let n = pkt::write_cts(&mut b[HEADROOM..], true, connid, to, tx_wire(id), w as u64);
+            g.send_pkt(peer, b, n, Owner::Ctrl, 0);
+        }
+    }
+}
+
+/// `seg_length` bytes of `b` from `off`, if the packet holds them.
+fn seg(b: &[u8], off: usize, len: u64) -> Option<&[u8]> {
+    let end = off.checked_add(usize::try_from(len).ok()?)?;
+    b.get(off..end)
+}

@@ -1,0 +1,215 @@
+//! The peers of the RDM endpoint: one per address sent to or heard from, kept in step with the
+//! AV (`sync_av`; an entry inserted by node and service learns its QKEY from the first
+//! packet), the handshake that tells each side the other's features (efa-reference §2), the
+//! connid our packets carry (§7), and the end of a peer that stopped answering (§6).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+
+use super::ep::*;
+use super::pkt;
+use crate::abi::consts::*;
+use crate::core::{Errno, Result};
+use crate::prov::efa::device::{EfaAddr, HEADROOM};
+use crate::prov::shm::Pending;
+use crate::util::cq::CqErrEntry;
+
+/// Feature bits this endpoint advertises in its handshake (efa-reference §2: 1, 3, 4 and 6 are
+/// baseline in 2.6; 9 is this library's error responses).
+const EXTRA_INFO: u64 = pkt::EXTRA_DELIVERY_COMPLETE
+    | pkt::EXTRA_CONNID_HEADER
+    | pkt::EXTRA_RUNT
+    | pkt::EXTRA_READ_NACK
+    | pkt::EXTRA_ERROR_RESPONSE;
+
+pub(super) struct Peer {
+    pub addr: EfaAddr,
+    pub fi_addr: u64,
+    pub next_msg_id: u32,
+    pub expected_msg_id: u32,
+    /// Ordered packets that arrived early, by msg_id (copies).
+    pub ooo: BTreeMap<u32, Vec<Vec<u8>>>,
+    /// Messages being received in several packets (medium), by msg_id.
+    pub rx_map: HashMap<u32, u64>,
+    pub hs_sent: bool,
+    pub hs_received: bool,
+    pub extra_info: u64,
+    /// Something was sent to it (the handshake trigger is needed only once).
+    pub contacted: bool,
+    /// Operations waiting for the handshake.
+    pub waiting: VecDeque<u64>,
+    pub dead: bool,
+    /// Reached through shm (decided on the first operation to it; `local.rs`).
+    pub via_shm: Option<bool>,
+    /// RNR back-off: no new packet goes out before this.
+    pub backoff_until: Option<Instant>,
+    pub backoff_us: u64,
+}
+
+impl Peer {
+    fn new(addr: EfaAddr, fi_addr: u64) -> Peer {
+        Peer {
+            addr,
+            fi_addr,
+            next_msg_id: 0,
+            expected_msg_id: 0,
+            ooo: BTreeMap::new(),
+            rx_map: HashMap::new(),
+            hs_sent: false,
+            hs_received: false,
+            extra_info: 0,
+            contacted: false,
+            waiting: VecDeque::new(),
+            dead: false,
+            via_shm: None,
+            backoff_until: None,
+            backoff_us: 0,
+        }
+    }
+
+    pub fn error_responses(&self) -> bool {
+        self.extra_info & pkt::EXTRA_ERROR_RESPONSE != 0
+    }
+}
+
+impl Inner {
+    /// After entries were removed from the AV (`Av::removed_since`), what each peer's `fi_addr`
+    /// is now: an index may since name another address (fi_av(3) lets inserts reuse removed
+    /// ones), and a removed peer is no longer a source anyone asked for.
+    pub fn sync_av(&mut self) {
+        let Some(av) = &self.av else { return };
+        if !av.removed_since(&mut self.av_removals) {
+            return;
+        }
+        self.by_fi.clear();
+        for (p, peer) in self.peers.iter_mut().enumerate() {
+            peer.fi_addr = av
+                .reverse(&peer.addr.to_bytes())
+                .unwrap_or(FI_ADDR_NOTAVAIL);
+            if peer.fi_addr != FI_ADDR_NOTAVAIL {
+                self.by_fi.insert(peer.fi_addr, p);
+            }
+        }
+    }
+
+    /// The peer of an AV entry.
+    pub fn peer_for(&mut self, fi_addr: u64) -> Result<usize> {
+        self.sync_av();
+        if let Some(&p) = self.by_fi.get(&fi_addr) {
+            return Ok(p);
+        }
+        let av = self.av.as_ref().ok_or(Errno::NOAV)?;
+        let bytes = av.lookup(fi_addr)?;
+        let addr = EfaAddr::from_bytes(&bytes).ok_or(Errno::INVAL)?;
+        let p = self.peer_by_addr(addr);
+        self.peers[p].fi_addr = fi_addr;
+        self.by_fi.insert(fi_addr, p);
+        Ok(p)
+    }
+
+    /// The peer at a raw address (created on first contact).
+    pub fn peer_by_addr(&mut self, addr: EfaAddr) -> usize {
+        if let Some(&p) = self.by_addr.get(&addr) {
+            return p;
+        }
+        if let Some(p) = self.learn_qkey(addr) {
+            return p;
+        }
+        let fi_addr = self
+            .av
+            .as_ref()
+            .and_then(|av| av.reverse(&addr.to_bytes()))
+            .unwrap_or(FI_ADDR_NOTAVAIL);
+        self.peers.push(Peer::new(addr, fi_addr));
+        let p = self.peers.len() - 1;
+        self.by_addr.insert(addr, p);
+        if fi_addr != FI_ADDR_NOTAVAIL {
+            self.by_fi.insert(fi_addr, p);
+        }
+        p
+    }
+
+    /// A first packet from `addr`: if the application inserted that peer by node and service
+    /// (QKEY 0, see the `srd` module), it is this one. The peer and its AV entry take the
+    /// full address, so that sources, `fi_av_lookup` and later inserts of it agree.
+    pub(super) fn learn_qkey(&mut self, addr: EfaAddr) -> Option<usize> {
+        if addr.qkey == 0 {
+            return None;
+        }
+        let unkeyed = addr.unkeyed();
+        let p = self.by_addr.remove(&unkeyed)?;
+        self.peers[p].addr = addr;
+        self.by_addr.insert(addr, p);
+        if let Some(av) = &self.av {
+            av.resolve_entry(&unkeyed.to_bytes(), &addr.to_bytes());
+        }
+        crate::fi_info!(
+            "efa",
+            crate::core::log::Subsys::Av,
+            "{} answered as {}",
+            unkeyed.straddr(),
+            addr.straddr()
+        );
+        Some(p)
+    }
+
+    pub fn source_id(&self, fi_addr: u64) -> u64 {
+        match &self.av {
+            Some(av) if fi_addr != FI_ADDR_NOTAVAIL => av.source_id(fi_addr),
+            _ => FI_ADDR_NOTAVAIL,
+        }
+    }
+
+    /// The connid we put in packets to peers that know us (our QKEY).
+    pub fn connid(&self) -> u32 {
+        self.dev.addr().qkey
+    }
+
+    /// Sends our HANDSHAKE to a peer once (efa-reference §2).
+    pub fn handshake(&mut self, peer: usize) {
+        if self.peers[peer].hs_sent || self.peers[peer].dead {
+            return;
+        }
+        self.peers[peer].hs_sent = true;
+        let mut b = self.buf();
+        let connid = self.connid();
+        let n = pkt::write_handshake(&mut b[HEADROOM..], EXTRA_INFO, connid, 0);
+        self.send_pkt(peer, b, n, Owner::Ctrl, 0);
+    }
+}
+
+impl RdmEndpoint {
+    /// A peer stopped answering: every operation waiting on it fails (efa-reference §6).
+    pub(super) fn peer_died(&self, g: &mut Inner, p: usize) {
+        if g.peers[p].dead {
+            return;
+        }
+        g.peers[p].dead = true;
+        let addr = g.peers[p].addr;
+        g.dev.abandon(addr);
+        for id in g.txes.ids_where(|t| t.peer == p) {
+            g.fail_tx(id, Errno::CONNABORTED, 13);
+        }
+        let rx_cq = g.rx_cq.clone();
+        for id in g.rxes.ids_where(|r| r.peer == p) {
+            if let Some(r) = g.rxes.remove(id)
+                && let RxKind::Recv(recv) = r.kind
+                && let Some(cq) = &rx_cq
+            {
+                let mut e = CqErrEntry::new(
+                    recv.context,
+                    FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG },
+                    Errno::CONNABORTED,
+                );
+                e.prov_errno = 13;
+                cq.push_err(e);
+            }
+        }
+        let rxes = &g.rxes;
+        g.rxq.lock().drain_unexpected(|u| match u.payload {
+            Pending::Foreign(id) => rxes.get(id).is_none_or(|r| r.peer == p),
+            _ => false,
+        });
+        g.peers[p].waiting.clear();
+    }
+}

@@ -1,0 +1,323 @@
+//! What an arriving datagram does to the transport (`Transport::handle_datagram`): checked
+//! (checksum, QKEY; an unknown sender may be a peer learning its QKEY), then by kind — data
+//! delivered the first time and owed an acknowledgement (refused with RNR when no receive
+//! buffer is posted), acknowledgements that complete sends, time the round trip, find losses
+//! and grow the window, and RNR that backs a send off or fails it (efa-reference §6).
+
+use std::hash::Hash;
+
+use super::wire::{self, ACK_TRAILER, DATA_HEADER, Packet, Repr};
+use super::{Arrival, PeerKey, Status, Time, Transport, US, seq_lt};
+
+impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
+    /// Processes one datagram from `from`. `rx_ready` tells whether a receive buffer is posted
+    /// (otherwise new data is refused with RNR).
+    pub fn handle_datagram(&mut self, now: Time, from: A, bytes: &[u8], rx_ready: bool) -> Arrival {
+        let repr = match Packet::new_checked(bytes).and_then(|p| {
+            if p.verify() {
+                Repr::parse(&p)
+            } else {
+                Err(wire::Error::Checksum)
+            }
+        }) {
+            Ok(r) => r,
+            Err(_) => {
+                self.stats.dropped_malformed += 1;
+                return Arrival::Nothing;
+            }
+        };
+        let (dst, src) = match repr {
+            Repr::Data {
+                dst_qkey, src_qkey, ..
+            }
+            | Repr::Unreliable { dst_qkey, src_qkey }
+            | Repr::Ack {
+                dst_qkey, src_qkey, ..
+            }
+            | Repr::Rnr {
+                dst_qkey, src_qkey, ..
+            } => (dst_qkey, src_qkey),
+        };
+        // A source QKEY of 0 names no endpoint: nobody could answer it.
+        if (dst != self.cfg.qkey && !(dst == 0 && self.cfg.accept_unkeyed)) || src == 0 {
+            self.stats.dropped_bad_qkey += 1;
+            return Arrival::Nothing;
+        }
+        let key = PeerKey {
+            addr: from,
+            qkey: src,
+        };
+        if !self.index.contains_key(&key) {
+            self.learn(key);
+        }
+        match repr {
+            Repr::Unreliable { .. } => {
+                if !rx_ready {
+                    return Arrival::Nothing;
+                }
+                self.stats.delivered += 1;
+                Arrival::Deliver {
+                    src_qkey: src,
+                    payload: DATA_HEADER..bytes.len(),
+                }
+            }
+            Repr::Data { seq, base, ack, .. } => {
+                let mut end = bytes.len();
+                if let Some((cum, sack)) = ack {
+                    end -= ACK_TRAILER;
+                    if let Some(&p) = self.index.get(&key) {
+                        self.stats.acks_received += 1;
+                        self.on_ack(now, p, cum, sack);
+                    }
+                }
+                self.on_data(now, key, seq, base, end, rx_ready)
+            }
+            Repr::Ack { cum, sack, .. } => {
+                if let Some(&p) = self.index.get(&key) {
+                    self.stats.acks_received += 1;
+                    self.on_ack(now, p, cum, sack);
+                }
+                Arrival::Nothing
+            }
+            Repr::Rnr { seq, .. } => {
+                if let Some(&p) = self.index.get(&key) {
+                    self.stats.rnr_received += 1;
+                    self.on_rnr(now, p, seq);
+                }
+                Arrival::Nothing
+            }
+        }
+    }
+
+    fn on_data(
+        &mut self,
+        now: Time,
+        key: PeerKey<A>,
+        seq: u32,
+        base: u32,
+        len: usize,
+        rx_ready: bool,
+    ) -> Arrival {
+        let p = self.peer(key, now);
+        let peer = &mut self.peers[p];
+        peer.known_receiver = true;
+        // The sender has settled everything below `base`: slide past it.
+        if seq_lt(peer.expected, base) {
+            let shift = base.wrapping_sub(peer.expected);
+            peer.received = if shift >= 64 {
+                0
+            } else {
+                peer.received >> shift
+            };
+            peer.expected = base;
+            peer.settle();
+        }
+        if seq_lt(seq, peer.expected) {
+            // A copy of what we have: our ack was lost or late; the sender needs one now.
+            self.stats.duplicates += 1;
+            peer.ack_urgent = true;
+            Self::due(&mut self.acks_due, peer, p);
+            return Arrival::Nothing;
+        }
+        let off = seq.wrapping_sub(peer.expected);
+        if off >= 64 {
+            self.stats.dropped_window += 1;
+            return Arrival::Nothing;
+        }
+        if peer.received & (1 << off) != 0 {
+            self.stats.duplicates += 1;
+            peer.ack_urgent = true;
+            Self::due(&mut self.acks_due, peer, p);
+            return Arrival::Nothing;
+        }
+        if !rx_ready {
+            let r = Repr::Rnr {
+                dst_qkey: key.qkey,
+                src_qkey: self.cfg.qkey,
+                seq,
+            };
+            self.ctrl(key.addr, r);
+            self.stats.rnr_sent += 1;
+            return Arrival::Nothing;
+        }
+        peer.received |= 1 << off;
+        peer.settle();
+        if peer.ack_new == 0 {
+            peer.ack_first = now;
+        }
+        peer.ack_new += 1;
+        // A gap below what arrived (a loss, or reordering): the selective ack is news.
+        if peer.received != 0 {
+            peer.ack_urgent = true;
+        }
+        Self::due(&mut self.acks_due, peer, p);
+        self.stats.delivered += 1;
+        Arrival::Deliver {
+            src_qkey: key.qkey,
+            payload: DATA_HEADER..len,
+        }
+    }
+
+    fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: u64) {
+        let max_rto = self.cfg.max_rto;
+        let min_rto = self.cfg.min_rto;
+        let peer = &mut self.peers[p];
+        let mut newly = 0u32;
+        let mut sample = None;
+        let base = peer.base;
+        for (i, slot) in peer.slots.iter_mut().enumerate() {
+            let seq = base.wrapping_add(i as u32);
+            let acked = seq_lt(seq, cum) || {
+                let off = seq.wrapping_sub(cum);
+                (1..=64).contains(&off) && sack & (1 << (off - 1)) != 0
+            };
+            if acked && !slot.acked {
+                slot.acked = true;
+                newly += 1;
+                if slot.transmissions == 1 && !slot.rnr_wait && slot.rnr == 0 {
+                    sample = Some(now.saturating_sub(slot.first_sent));
+                }
+                // An ack that comes sooner than the shortest round trip after a
+                // retransmission answers an earlier copy: it says nothing about when the last
+                // one left, and the retransmission was spurious (late, not lost).
+                if slot.transmissions == 1 || now.saturating_sub(slot.last_sent) >= peer.min_rtt {
+                    peer.rack_sent = peer.rack_sent.max(slot.last_sent);
+                    peer.rack_order = peer.rack_order.max(slot.sent_order);
+                } else if !slot.rnr_wait && slot.rnr == 0 {
+                    peer.reo_quarters = (peer.reo_quarters * 2).min(64);
+                    peer.recoveries = 0;
+                }
+            }
+        }
+        if newly == 0 {
+            return;
+        }
+        peer.last_progress = now;
+        peer.rnr_backoff = 0;
+        if let Some(rtt) = sample {
+            peer.min_rtt = peer.min_rtt.min(rtt);
+            // RFC 6298.
+            match peer.srtt {
+                None => {
+                    peer.srtt = Some(rtt);
+                    peer.rttvar = rtt / 2;
+                }
+                Some(s) => {
+                    let d = s.abs_diff(rtt);
+                    peer.rttvar = (3 * peer.rttvar + d) / 4;
+                    peer.srtt = Some((7 * s + rtt) / 8);
+                }
+            }
+        }
+        // Progress ends any exponential back-off of the timer (as TCP does on new acks).
+        if let Some(srtt) = peer.srtt {
+            peer.rto = (srtt + 4 * peer.rttvar).clamp(min_rto, max_rto);
+        }
+        for _ in 0..newly {
+            if peer.cwnd < peer.ssthresh {
+                peer.cwnd += 1.0;
+            } else {
+                peer.cwnd += 1.0 / peer.cwnd;
+            }
+        }
+        peer.cwnd = peer.cwnd.min(self.cfg.max_window as f64);
+        // Time-based loss detection (RFC 8985, simplified). A datagram still unacknowledged
+        // that left a reordering window before one that has been acknowledged is lost and goes
+        // again at once; one that left about when it did is suspect and goes again if no ack
+        // comes within a round trip (`handle_timeout`). The new send time keeps a datagram
+        // from going again until something sent after it is acknowledged, so one lost twice is
+        // found twice without waiting for the retransmission timer.
+        let srtt = peer.srtt.unwrap_or(min_rto);
+        let reo_wnd = peer.reo_wnd(min_rto);
+        // A datagram sent once with three later ones acknowledged is lost too, whatever the
+        // clock says (the classic duplicate threshold: a burst leaves within microseconds),
+        // unless the path was seen to reorder (RFC 8985 §6.2 turns it off then as well).
+        let use_dup_thresh = peer.reo_quarters == 1;
+        let mut lost = false;
+        let mut acked_after = 0;
+        for i in (0..peer.slots.len()).rev() {
+            let slot = &mut peer.slots[i];
+            if slot.acked {
+                acked_after += 1;
+                continue;
+            }
+            let dup_thresh = use_dup_thresh && acked_after >= 3 && slot.transmissions == 1;
+            if slot.rnr_wait || (slot.sent_order > peer.rack_order && !dup_thresh) {
+                continue;
+            }
+            if slot.last_sent + reo_wnd > peer.rack_sent && !dup_thresh {
+                slot.suspect = true;
+                slot.due = slot.due.min(slot.last_sent + srtt + reo_wnd);
+                continue;
+            }
+            self.transmits.push_back(peer.resend(p, i, now));
+            self.stats.retransmits += 1;
+            lost = true;
+        }
+        if lost {
+            peer.on_loss(now);
+        }
+        self.complete_prefix(p);
+        self.fill_window(now, p);
+    }
+
+    /// Completes (in order) every acknowledged datagram at the head of the window; acked ones
+    /// further in complete as well, leaving holes that keep their sequence numbers.
+    fn complete_prefix(&mut self, p: usize) {
+        let peer = &mut self.peers[p];
+        for slot in peer.slots.iter_mut() {
+            if slot.acked && slot.wr_id != u64::MAX {
+                let buf = core::mem::take(&mut slot.datagram);
+                self.completions.push_back((slot.wr_id, Status::Ok, buf));
+                slot.wr_id = u64::MAX;
+            }
+        }
+        while peer.slots.front().is_some_and(|s| s.acked) {
+            peer.slots.pop_front();
+            peer.base = peer.base.wrapping_add(1);
+        }
+    }
+
+    fn on_rnr(&mut self, now: Time, p: usize, seq: u32) {
+        let jitter = 40 + self.random() % 81;
+        let (interval, max, retries) = (
+            self.cfg.rnr_timeout_interval_us,
+            self.cfg.rnr_max_timeout_us,
+            self.cfg.rnr_retry,
+        );
+        let peer = &mut self.peers[p];
+        let i = seq.wrapping_sub(peer.base) as usize;
+        let Some(slot) = peer.slots.get_mut(i) else {
+            return;
+        };
+        if slot.acked || slot.rnr_wait {
+            return;
+        }
+        slot.rnr += 1;
+        // The receiver answered: it is alive.
+        peer.last_progress = now;
+        if retries != 7 && slot.rnr > retries {
+            slot.acked = true;
+            let buf = core::mem::take(&mut slot.datagram);
+            let wr_id = slot.wr_id;
+            slot.wr_id = u64::MAX;
+            self.completions.push_back((wr_id, Status::Rnr, buf));
+            // The receiver never got it: later datagrams carry a base past it.
+            while peer.slots.front().is_some_and(|s| s.acked) {
+                peer.slots.pop_front();
+                peer.base = peer.base.wrapping_add(1);
+            }
+            self.fill_window(now, p);
+            return;
+        }
+        // Back off: the first interval is configured or random (efa-reference §6), doubling.
+        let first = if interval == 0 { jitter } else { interval };
+        peer.rnr_backoff = if peer.rnr_backoff == 0 {
+            first
+        } else {
+            (peer.rnr_backoff * 2).min(max.max(1))
+        };
+        slot.rnr_wait = true;
+        slot.due = now + peer.rnr_backoff * US;
+    }
+}
