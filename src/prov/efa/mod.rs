@@ -636,6 +636,22 @@ impl Fabric for EfaFabric {
     fn name(&self) -> &str {
         PROV_NAME
     }
+
+    fn supports_ops(&self, name: &str) -> bool {
+        name == FI_EFA_FEATURE_OPS
+    }
+}
+
+/// The feature names `FI_EFA_FEATURE_OPS` answers true for (fi_ext_efa.h); any other name,
+/// NULL included, is false. Upstream defines one, `mixed_hmem_iov` (every descriptor of a
+/// multi-iov request checked for its memory interface), and advertises it on its
+/// `efa-direct` fabric only, not on `efa`: this library has the `efa` fabric and no device
+/// memory, so it advertises none.
+pub const FEATURES: &[&str] = &[];
+
+/// `query` of `FI_EFA_FEATURE_OPS`.
+pub fn has_feature(name: &str) -> bool {
+    FEATURES.contains(&name)
 }
 
 pub struct EfaDomain {
@@ -875,6 +891,16 @@ mod tests {
         let n = nic(&dev_on(None, 0));
         assert_eq!(n.bus.unwrap().bus_type, FI_BUS_UNSPEC);
         assert_eq!(n.link.unwrap().speed, 0);
+    }
+
+    /// `FI_EFA_FEATURE_OPS`: upstream's one feature is efa-direct's; nothing is true here.
+    #[test]
+    fn no_feature_is_advertised() {
+        for f in ["mixed_hmem_iov", "", "MIXED_HMEM_IOV", "anything"] {
+            assert!(!has_feature(f), "{f}");
+        }
+        assert!(EfaFabric.supports_ops(FI_EFA_FEATURE_OPS));
+        assert!(!EfaFabric.supports_ops(FI_EFA_DOMAIN_OPS));
     }
 
     #[test]
