@@ -468,6 +468,19 @@ impl InfoProvider for EfaProvider {
         flags: u64,
         hints: Option<&Info>,
     ) -> Result<Vec<Info>> {
+        // FI_HMEM needs a device-memory interface (CUDA, ROCr, Level Zero, Neuron,
+        // SynapseAI); this library has none, so, as upstream efa built without one, it is never
+        // advertised and asking for it finds nothing. Host memory needs no capability
+        // (registrations with FI_HMEM_SYSTEM work as they are).
+        if hints.is_some_and(|h| (h.caps | h.tx_attr.caps | h.rx_attr.caps) & FI_HMEM != 0) {
+            crate::fi_info!(
+                PROV_NAME,
+                crate::core::log::Subsys::Core,
+                "FI_HMEM requested but no device-memory interface (CUDA, ROCr, Level Zero, \
+                 Neuron, SynapseAI) is available: host memory only"
+            );
+            return Err(Errno::NODATA);
+        }
         let devs = devices(flags & FI_RESCAN != 0);
         let mut all = Vec::new();
         for d in &devs {
@@ -891,6 +904,26 @@ mod tests {
         let n = nic(&dev_on(None, 0));
         assert_eq!(n.bus.unwrap().bus_type, FI_BUS_UNSPEC);
         assert_eq!(n.link.unwrap().speed, 0);
+    }
+
+    /// Host memory only: FI_HMEM is not offered, asked for in any of the caps.
+    #[test]
+    fn hmem_is_not_offered() {
+        for set in [
+            |h: &mut Info| h.caps = FI_MSG | FI_HMEM,
+            |h: &mut Info| h.tx_attr.caps = FI_MSG | FI_HMEM,
+            |h: &mut Info| h.rx_attr.caps = FI_MSG | FI_HMEM,
+        ] {
+            let mut h = Info::default();
+            set(&mut h);
+            assert_eq!(
+                EFA.getinfo(fi_version(1, 18), None, None, 0, Some(&h))
+                    .unwrap_err(),
+                Errno::NODATA
+            );
+        }
+        let list = EFA.getinfo(fi_version(1, 18), None, None, 0, None).unwrap();
+        assert!(list.iter().all(|i| i.caps & FI_HMEM == 0));
     }
 
     /// `FI_EFA_FEATURE_OPS`: upstream's one feature is efa-direct's; nothing is true here.
