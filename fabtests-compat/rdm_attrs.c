@@ -372,6 +372,12 @@ static void check_feature_ops(struct res *efa, struct res *shm)
 	}
 	expect_ret("fi_open_ops(efa fabric, \"no such ops\")",
 		   fi_open_ops(&efa->fabric->fid, "no such ops", 0, &other, NULL), -FI_ENOSYS);
+	expect_ret("fi_open_ops(efa fabric, FI_EFA_FEATURE_OPS, flags 1)",
+		   fi_open_ops(&efa->fabric->fid, FI_EFA_FEATURE_OPS, 1, &other, NULL),
+		   -FI_EINVAL);
+	expect_ret("fi_open_ops(efa domain, FI_EFA_FEATURE_OPS)",
+		   fi_open_ops(&efa->domain->fid, FI_EFA_FEATURE_OPS, 0, &other, NULL),
+		   -FI_ENOSYS);
 	expect_ret("fi_open_ops(shm fabric, FI_EFA_FEATURE_OPS)",
 		   fi_open_ops(&shm->fabric->fid, FI_EFA_FEATURE_OPS, 0, &other, NULL),
 		   -FI_ENOSYS);

@@ -63,6 +63,32 @@ unsafe extern "C" fn efa_feature_query(feature: *const c_char) -> bool {
     }
 }
 
+/// `fi_open_ops`: the table `table` when the caller names `want` and `supports` accepts it;
+/// another name is `-FI_ENOSYS`, a NULL name or out-parameter or any flag `-FI_EINVAL`.
+///
+/// # Safety
+/// `name` is NULL or a C string; `ops` is NULL or writable.
+unsafe fn open_named_ops<T>(
+    name: *const c_char,
+    flags: u64,
+    ops: *mut *mut c_void,
+    want: &str,
+    supports: impl Fn(&str) -> bool,
+    table: &'static T,
+) -> Result<()> {
+    // SAFETY: C string argument (contract).
+    let name = unsafe { opt_str(name)? }.ok_or(Errno::INVAL)?;
+    if ops.is_null() || flags != 0 {
+        return Err(Errno::INVAL);
+    }
+    if name != want || !supports(name) {
+        return Err(Errno::NOSYS);
+    }
+    // SAFETY: non-null out-parameter; the table is static and never written through.
+    unsafe { put(ops, (table as *const T).cast_mut().cast()) };
+    Ok(())
+}
+
 unsafe extern "C" fn fabric_ops_open(
     f: *mut fid,
     name: *const c_char,
@@ -73,24 +99,18 @@ unsafe extern "C" fn fabric_ops_open(
     int_ret(|| {
         // SAFETY: checked by from_fid.
         let fab = unsafe { FabricObj::from_fid(f)? };
-        // SAFETY: C string argument.
-        let name = unsafe { opt_str(name)? }.ok_or(Errno::INVAL)?;
-        if ops.is_null() || flags != 0 {
-            return Err(Errno::INVAL);
+        let supports = |n: &str| fab.inner.supports_ops(n);
+        // SAFETY: the arguments C passed to fi_open_ops.
+        unsafe {
+            open_named_ops(
+                name,
+                flags,
+                ops,
+                FI_EFA_FEATURE_OPS,
+                supports,
+                &EFA_FEATURE_OPS,
+            )
         }
-        if name == FI_EFA_FEATURE_OPS && fab.inner.supports_ops(name) {
-            // SAFETY: non-null out-parameter.
-            unsafe {
-                put(
-                    ops,
-                    (&EFA_FEATURE_OPS as *const fi_efa_feature_ops)
-                        .cast_mut()
-                        .cast(),
-                )
-            };
-            return Ok(());
-        }
-        Err(Errno::NOSYS)
     })
 }
 
@@ -301,24 +321,18 @@ unsafe extern "C" fn domain_ops_open(
     int_ret(|| {
         // SAFETY: checked by from_fid.
         let d = unsafe { DomainObj::from_fid(f)? };
-        // SAFETY: C string argument.
-        let name = unsafe { opt_str(name)? }.ok_or(Errno::INVAL)?;
-        if ops.is_null() || flags != 0 {
-            return Err(Errno::INVAL);
+        let supports = |n: &str| d.inner.supports_ops(n);
+        // SAFETY: the arguments C passed to fi_open_ops.
+        unsafe {
+            open_named_ops(
+                name,
+                flags,
+                ops,
+                FI_EFA_DOMAIN_OPS,
+                supports,
+                &EFA_DOMAIN_OPS,
+            )
         }
-        if name == FI_EFA_DOMAIN_OPS && d.inner.supports_ops(name) {
-            // SAFETY: non-null out-parameter.
-            unsafe {
-                put(
-                    ops,
-                    (&EFA_DOMAIN_OPS as *const fi_efa_ops_domain)
-                        .cast_mut()
-                        .cast(),
-                )
-            };
-            return Ok(());
-        }
-        Err(Errno::NOSYS)
     })
 }
 
