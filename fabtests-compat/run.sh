@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs our fabtests-style programs on our library, server and client as two processes.
+# Runs our fabtests-style programs on our library, server and client as two processes (and
+# rdm_attrs, the NIC attributes and option answers, as one).
 #
 #   run.sh demo <bindir> <libdir>   the README's demo: write bandwidth over efa and shm
 #   run.sh test <bindir> <libdir>   every program over every provider: the benchmarks at every
@@ -53,7 +54,10 @@ functional=(rdm_msg rdm_tagged rdm_rma rdm_atomic rdm_threads rdm_peer_death rdm
 # loaded library is not ours.
 pair() {
 	local load=$1 prog=$2; shift 2
-	case $prog in rdm_multi) several "$load" "$prog" "$@"; return ;; esac
+	case $prog in
+	rdm_multi) several "$load" "$prog" "$@"; return ;;
+	rdm_attrs) alone "$load" "$prog"; return ;;
+	esac
 	port=$((port + 1))
 	local srv out rc src want=0
 	# rdm_peer_death's server kills itself (SIGKILL: 137 through timeout).
@@ -72,6 +76,20 @@ pair() {
 		return 1
 	fi
 	rm -f "$srv"
+	grep -v "^$prog: libfabric" <<<"$out"
+}
+
+# As pair, for a program that runs as one process and picks its own providers and domains
+# (rdm_attrs). Prints its output.
+alone() {
+	local load=$1 prog=$2 out rc
+	out=$(env "$load" timeout 300 "${wrap[@]}" "$bindir/$prog" 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] || ! grep -q "^$prog: libfabric 2\.6," <<<"$out"; then
+		echo "FAIL: $prog [$load] (rc=$rc)"
+		echo "$out"
+		return 1
+	fi
 	grep -v "^$prog: libfabric" <<<"$out"
 }
 
@@ -117,6 +135,10 @@ run_case() {
 		rdm_*_bw | rma_bw) echo "ok: $name: $(figures 5 MB/s <<<"$out")" ;;
 		rdm_pingpong) echo "ok: $name: $(figures 6 us <<<"$out")" ;;
 		rdm_multi) echo "ok: $name: 4 processes, $(grep -c '^ok: ' <<<"$out") step(s) passed" ;;
+		rdm_attrs)
+			echo "ok: $name: $(grep -c '^ok: ' <<<"$out") check(s) passed"
+			grep '^skip: ' <<<"$out" | sed 's/^/    /'
+			;;
 		*) echo "ok: $name: $(grep -c '^ok: ' <<<"$out") step(s) passed" ;;
 		esac
 	else
@@ -154,6 +176,12 @@ test)
 	for t in "${targets[@]:0:2}"; do
 		run_case "$(label "$t") rdm_inband" "$t" "LD_LIBRARY_PATH=$libdir" rdm_inband
 	done
+	# One process: the NIC attributes and option answers NCCL's plugin reads (efa and shm),
+	# with efa's local peers through shm and not, loaded both ways.
+	for t in "${targets[@]:0:2}"; do
+		run_case "$(label "$t") rdm_attrs" "$t" "LD_LIBRARY_PATH=$libdir" rdm_attrs
+	done
+	run_case "LD_PRELOAD rdm_attrs" "${targets[1]}" "LD_PRELOAD=$libdir/libfabric.so.1" rdm_attrs
 	# fabtests' -s: the source address given to fi_getinfo (FI_SOURCE) picks the device.
 	run_case "efa-srd rma_bw -s 127.0.0.1" "efa-srd|FI_EFA_ENABLE_SHM_TRANSFER=0|-p efa -s 127.0.0.1" \
 		"LD_LIBRARY_PATH=$libdir" rma_bw -o write -S 64k -I 20 -v
@@ -176,7 +204,11 @@ smoke)
 			# shellcheck disable=SC2086
 			run_case "$(label "$t") $c" "$t" "LD_LIBRARY_PATH=$libdir" $c
 		done
-		case $(label "$t") in efa*) run_case "$(label "$t") rdm_inband" "$t" "LD_LIBRARY_PATH=$libdir" rdm_inband ;; esac
+		case $(label "$t") in efa*)
+			run_case "$(label "$t") rdm_inband" "$t" "LD_LIBRARY_PATH=$libdir" rdm_inband
+			run_case "$(label "$t") rdm_attrs" "$t" "LD_LIBRARY_PATH=$libdir" rdm_attrs
+			;;
+		esac
 	done
 	;;
 *) echo "usage: run.sh demo|test|smoke <bindir> <libdir>"; exit 2 ;;

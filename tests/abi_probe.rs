@@ -626,6 +626,7 @@ fn rust_table() -> Vec<(String, i64)> {
             log
         }),
         layout!(fi_efa_ops_domain { query_mr }),
+        layout!(fi_efa_feature_ops { query }),
     ];
     let mut all: Vec<(String, i64)> = layouts.into_iter().flatten().collect();
     all.extend(consts!(
@@ -1156,6 +1157,10 @@ fn our_headers_match_src_abi() {
     assert_eq!(
         ours.get("str FI_EFA_DOMAIN_OPS").map(String::as_str),
         Some(FI_EFA_DOMAIN_OPS)
+    );
+    assert_eq!(
+        ours.get("str FI_EFA_FEATURE_OPS").map(String::as_str),
+        Some(FI_EFA_FEATURE_OPS)
     );
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // The probe saw the whole API, not a corner of it.

@@ -366,6 +366,7 @@ pub const FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES: i32 = FI_OPT_EFA_RNR_RETR
 pub const FI_OPT_EFA_HOMOGENEOUS_PEERS: i32 = FI_OPT_EFA_RNR_RETRY + 7;
 pub const FI_OPT_EFA_USE_UNSOLICITED_WRITE_RECV: i32 = FI_OPT_EFA_RNR_RETRY + 8;
 pub const FI_EFA_DOMAIN_OPS: &str = "efa domain ops";
+pub const FI_EFA_FEATURE_OPS: &str = "efa feature ops";
 pub const FI_EFA_MR_ATTR_RECV_IC_ID: u16 = 1 << 0;
 pub const FI_EFA_MR_ATTR_RDMA_READ_IC_ID: u16 = 1 << 1;
 pub const FI_EFA_MR_ATTR_RDMA_RECV_IC_ID: u16 = 1 << 2;

@@ -1030,6 +1030,14 @@ pub struct fi_efa_ops_domain {
         Option<unsafe extern "C" fn(mr: *mut fid_mr, mr_attr: *mut fi_efa_mr_attr) -> c_int>,
 }
 
+/// fi_ext_efa.h: `fi_open_ops(fabric, FI_EFA_FEATURE_OPS, ...)` (no `size` member): whether
+/// the fabric has a behaviour, by name.
+#[repr(C)]
+#[derive(Debug)]
+pub struct fi_efa_feature_ops {
+    pub query: Option<unsafe extern "C" fn(feature: *const c_char) -> bool>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

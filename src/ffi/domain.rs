@@ -6,8 +6,7 @@ use std::sync::Arc;
 
 use super::info::{info_from_c, node_for_api};
 use super::object::{
-    DomainObj, FabricObj, close_obj, fi_ops_with, fid_header, fid_kind, fid_no_bind,
-    fid_no_control, fid_no_ops_open,
+    DomainObj, FabricObj, close_obj, fi_ops_with, fid_header, fid_kind, fid_no_bind, fid_no_control,
 };
 use super::{int_ret, opt_str, put};
 use crate::abi::consts::*;
@@ -24,7 +23,7 @@ use crate::util::{Domain, Fabric};
 // ---- fabric ----
 
 pub static FABRIC_FI_OPS: fi_ops =
-    fi_ops_with(fabric_close, fid_no_bind, fid_no_control, fid_no_ops_open);
+    fi_ops_with(fabric_close, fid_no_bind, fid_no_control, fabric_ops_open);
 fid_kind!(fid_fabric, FI_CLASS_FABRIC, FABRIC_FI_OPS);
 
 pub static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
@@ -49,6 +48,70 @@ pub fn fabric_to_c(
         api_version,
     };
     FabricObj::create(header, None, api_version, imp).cast()
+}
+
+/// `fi_open_ops(fabric, FI_EFA_FEATURE_OPS)` (fi_ext_efa.h).
+pub static EFA_FEATURE_OPS: fi_efa_feature_ops = fi_efa_feature_ops {
+    query: Some(efa_feature_query),
+};
+
+unsafe extern "C" fn efa_feature_query(feature: *const c_char) -> bool {
+    // SAFETY: NULL or a C string (fi_ext_efa.h); NULL and non-UTF-8 names are no feature.
+    match unsafe { opt_str(feature) } {
+        Ok(Some(name)) => crate::prov::efa::has_feature(name),
+        _ => false,
+    }
+}
+
+/// `fi_open_ops`: the table `table` when the caller names `want` and `supports` accepts it;
+/// another name is `-FI_ENOSYS`, a NULL name or out-parameter or any flag `-FI_EINVAL`.
+///
+/// # Safety
+/// `name` is NULL or a C string; `ops` is NULL or writable.
+unsafe fn open_named_ops<T>(
+    name: *const c_char,
+    flags: u64,
+    ops: *mut *mut c_void,
+    want: &str,
+    supports: impl Fn(&str) -> bool,
+    table: &'static T,
+) -> Result<()> {
+    // SAFETY: C string argument (contract).
+    let name = unsafe { opt_str(name)? }.ok_or(Errno::INVAL)?;
+    if ops.is_null() || flags != 0 {
+        return Err(Errno::INVAL);
+    }
+    if name != want || !supports(name) {
+        return Err(Errno::NOSYS);
+    }
+    // SAFETY: non-null out-parameter; the table is static and never written through.
+    unsafe { put(ops, (table as *const T).cast_mut().cast()) };
+    Ok(())
+}
+
+unsafe extern "C" fn fabric_ops_open(
+    f: *mut fid,
+    name: *const c_char,
+    flags: u64,
+    ops: *mut *mut c_void,
+    _ctx: *mut c_void,
+) -> c_int {
+    int_ret(|| {
+        // SAFETY: checked by from_fid.
+        let fab = unsafe { FabricObj::from_fid(f)? };
+        let supports = |n: &str| fab.inner.supports_ops(n);
+        // SAFETY: the arguments C passed to fi_open_ops.
+        unsafe {
+            open_named_ops(
+                name,
+                flags,
+                ops,
+                FI_EFA_FEATURE_OPS,
+                supports,
+                &EFA_FEATURE_OPS,
+            )
+        }
+    })
 }
 
 unsafe extern "C" fn fabric_close(f: *mut fid) -> c_int {
@@ -258,24 +321,18 @@ unsafe extern "C" fn domain_ops_open(
     int_ret(|| {
         // SAFETY: checked by from_fid.
         let d = unsafe { DomainObj::from_fid(f)? };
-        // SAFETY: C string argument.
-        let name = unsafe { opt_str(name)? }.ok_or(Errno::INVAL)?;
-        if ops.is_null() || flags != 0 {
-            return Err(Errno::INVAL);
+        let supports = |n: &str| d.inner.supports_ops(n);
+        // SAFETY: the arguments C passed to fi_open_ops.
+        unsafe {
+            open_named_ops(
+                name,
+                flags,
+                ops,
+                FI_EFA_DOMAIN_OPS,
+                supports,
+                &EFA_DOMAIN_OPS,
+            )
         }
-        if name == FI_EFA_DOMAIN_OPS && d.inner.supports_ops(name) {
-            // SAFETY: non-null out-parameter.
-            unsafe {
-                put(
-                    ops,
-                    (&EFA_DOMAIN_OPS as *const fi_efa_ops_domain)
-                        .cast_mut()
-                        .cast(),
-                )
-            };
-            return Ok(());
-        }
-        Err(Errno::NOSYS)
     })
 }
 

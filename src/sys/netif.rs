@@ -1,4 +1,5 @@
-//! Network interfaces: names, addresses, MTU, state (getifaddrs(3), SIOCGIFMTU).
+//! Network interfaces: names, addresses, MTU, state (getifaddrs(3), SIOCGIFMTU), and what
+//! sysfs says of the hardware under them (`/sys/class/net/<if>/{device,speed,operstate}`).
 
 use std::ffi::CStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -10,6 +11,113 @@ pub struct Iface {
     pub mtu: usize,
     pub up: bool,
     pub loopback: bool,
+}
+
+/// A PCI function's address: domain, bus, device, function (`DDDD:BB:DD.F`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PciAddr {
+    pub domain: u16,
+    pub bus: u8,
+    pub device: u8,
+    pub function: u8,
+}
+
+impl PciAddr {
+    /// One path component in the kernel's form, `0000:00:03.0` (hexadecimal fields).
+    pub fn parse(s: &str) -> Option<PciAddr> {
+        let (domain, rest) = s.split_once(':')?;
+        let (bus, rest) = rest.split_once(':')?;
+        let (device, function) = rest.split_once('.')?;
+        let hex = |t: &str, max: usize| {
+            (!t.is_empty() && t.len() <= max && t.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| u32::from_str_radix(t, 16).ok())
+                .flatten()
+        };
+        Some(PciAddr {
+            domain: u16::try_from(hex(domain, 4)?).ok()?,
+            bus: u8::try_from(hex(bus, 2)?).ok()?,
+            device: u8::try_from(hex(device, 2)?).ok().filter(|&d| d < 32)?,
+            function: u8::try_from(hex(function, 1)?).ok().filter(|&f| f < 8)?,
+        })
+    }
+
+    /// The PCI function a device path sits on: the last component of the resolved
+    /// `/sys/class/net/<if>/device` that is a PCI address. A virtio NIC's device is the virtio
+    /// device (`.../0000:00:03.0/virtio2`), its PCI function is the component above it; behind
+    /// bridges the path lists each bridge, the device's own function last.
+    pub fn of_device_path(path: &str) -> Option<PciAddr> {
+        if !path.starts_with("/sys/devices/pci") {
+            return None;
+        }
+        path.rsplit('/').find_map(PciAddr::parse)
+    }
+}
+
+/// Link state as `operstate` tells it (RFC 2863 names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    Up,
+    Down,
+    Unknown,
+}
+
+/// What sysfs says of an interface's hardware.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// The PCI function under the interface (None: virtual, e.g. loopback, veth, bridges).
+    pub pci: Option<PciAddr>,
+    /// Link speed in bits per second; 0 when the driver does not know it.
+    pub speed_bps: u64,
+    pub state: LinkState,
+}
+
+/// `/sys/class/net/<if>/speed` (Mb/s) in bits per second: `-1` (virtio and other drivers
+/// that do not know), anything unreadable or unparsable is 0.
+pub fn parse_speed(text: &str) -> u64 {
+    text.trim()
+        .parse::<i64>()
+        .ok()
+        .filter(|&m| m > 0)
+        .map_or(0, |m| (m as u64).saturating_mul(1_000_000))
+}
+
+/// `/sys/class/net/<if>/operstate`. Loopback and some virtual drivers report `unknown` while
+/// they carry traffic; then the interface flags decide (`running`: IFF_UP and IFF_RUNNING).
+pub fn parse_operstate(text: &str, running: bool) -> LinkState {
+    match text.trim() {
+        "up" => LinkState::Up,
+        "down" | "lowerlayerdown" | "notpresent" => LinkState::Down,
+        _ if running => LinkState::Up,
+        _ => LinkState::Unknown,
+    }
+}
+
+/// What `/sys/class/net/<name>` says of an interface; `running` is used when its operstate
+/// is `unknown`. An interface name with a `/` or `..` is refused (unknown link).
+pub fn link_info(name: &str, running: bool) -> LinkInfo {
+    let unknown = LinkInfo {
+        pci: None,
+        speed_bps: 0,
+        state: if running {
+            LinkState::Up
+        } else {
+            LinkState::Unknown
+        },
+    };
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return unknown;
+    }
+    let dir = std::path::Path::new("/sys/class/net").join(name);
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    LinkInfo {
+        pci: std::fs::canonicalize(dir.join("device"))
+            .ok()
+            .and_then(|p| p.to_str().and_then(PciAddr::of_device_path)),
+        speed_bps: read("speed").as_deref().map_or(0, parse_speed),
+        state: read("operstate")
+            .as_deref()
+            .map_or(unknown.state, |t| parse_operstate(t, running)),
+    }
 }
 
 fn mtu_of(name: &str) -> usize {
@@ -121,5 +229,116 @@ mod tests {
         assert!(lo.up);
         assert!(lo.mtu >= 1500);
         assert!(lo.addr.is_loopback());
+    }
+
+    #[test]
+    fn pci_addresses_parse() {
+        assert_eq!(
+            PciAddr::parse("0000:00:03.0"),
+            Some(PciAddr {
+                domain: 0,
+                bus: 0,
+                device: 3,
+                function: 0
+            })
+        );
+        assert_eq!(
+            PciAddr::parse("10de:a1:1f.7"),
+            Some(PciAddr {
+                domain: 0x10de,
+                bus: 0xa1,
+                device: 0x1f,
+                function: 7
+            })
+        );
+        for bad in [
+            "",
+            "virtio2",
+            "pci0000:00",
+            "0000:00:03",
+            "0000:00:20.0",
+            "0000:00:03.8",
+            "00000:00:03.0",
+            "0000:100:03.0",
+            "0000:0g:03.0",
+            "0000:00:03.0x",
+            ":00:03.0",
+        ] {
+            assert_eq!(PciAddr::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn device_paths_lead_to_their_pci_function() {
+        let f = |d, b, dev, func| {
+            Some(PciAddr {
+                domain: d,
+                bus: b,
+                device: dev,
+                function: func,
+            })
+        };
+        // virtio-net: the net device sits on a virtio device on a PCI function.
+        assert_eq!(
+            PciAddr::of_device_path("/sys/devices/pci0000:00/0000:00:03.0/virtio2"),
+            f(0, 0, 3, 0)
+        );
+        // ENA / a NIC behind a bridge: the device's own function is the last one.
+        assert_eq!(
+            PciAddr::of_device_path("/sys/devices/pci0000:00/0000:00:01.0/0000:05:00.1"),
+            f(0, 5, 0, 1)
+        );
+        assert_eq!(
+            PciAddr::of_device_path("/sys/devices/pci0001:10/0001:10:00.0"),
+            f(1, 0x10, 0, 0)
+        );
+        // Not on PCI.
+        assert_eq!(PciAddr::of_device_path("/sys/devices/virtual/net/lo"), None);
+        assert_eq!(
+            PciAddr::of_device_path("/sys/devices/platform/soc/1c30000.ethernet"),
+            None
+        );
+    }
+
+    #[test]
+    fn speed_is_in_bits_per_second() {
+        assert_eq!(parse_speed("10000\n"), 10_000_000_000);
+        assert_eq!(parse_speed("100"), 100_000_000);
+        assert_eq!(parse_speed("-1\n"), 0);
+        assert_eq!(parse_speed("0"), 0);
+        assert_eq!(parse_speed(""), 0);
+        assert_eq!(parse_speed("fast"), 0);
+    }
+
+    #[test]
+    fn operstate_names() {
+        assert_eq!(parse_operstate("up\n", false), LinkState::Up);
+        assert_eq!(parse_operstate("down\n", true), LinkState::Down);
+        assert_eq!(parse_operstate("lowerlayerdown", true), LinkState::Down);
+        assert_eq!(parse_operstate("notpresent", true), LinkState::Down);
+        assert_eq!(parse_operstate("unknown\n", true), LinkState::Up);
+        assert_eq!(parse_operstate("unknown\n", false), LinkState::Unknown);
+        assert_eq!(parse_operstate("dormant", false), LinkState::Unknown);
+    }
+
+    #[test]
+    fn loopback_has_no_pci_function_and_every_pci_nic_has_one() {
+        for i in interfaces() {
+            let l = link_info(&i.name, i.up);
+            if i.loopback {
+                assert_eq!(l.pci, None);
+                assert_eq!(l.speed_bps, 0);
+                assert_eq!(l.state, LinkState::Up, "a listed loopback is up");
+            }
+            let real = std::fs::canonicalize(format!("/sys/class/net/{}/device", i.name))
+                .ok()
+                .and_then(|p| p.to_str().map(str::to_string));
+            if let Some(p) = real.filter(|p| p.starts_with("/sys/devices/pci")) {
+                assert!(l.pci.is_some(), "{}: {p}", i.name);
+            }
+        }
+        let none = link_info("../lo", true);
+        assert_eq!((none.pci, none.speed_bps), (None, 0));
+        assert_eq!(link_info("no-such-if0", false).state, LinkState::Unknown);
     }
 }

@@ -158,8 +158,12 @@ impl MrMap {
         if req.access & !MR_ACCESS != 0 {
             return Err(Errno::INVAL);
         }
-        if req.iface != FI_HMEM_SYSTEM {
-            return Err(Errno::NOSYS);
+        // Host memory only: a device-memory interface fi_mr(3) names is not initialised
+        // (-FI_ENOSYS, as upstream), a number past the last one is bad input.
+        match req.iface {
+            FI_HMEM_SYSTEM => {}
+            FI_HMEM_CUDA..=FI_HMEM_SYNAPSEAI => return Err(Errno::NOSYS),
+            _ => return Err(Errno::INVAL),
         }
         let len = req
             .iov
@@ -272,6 +276,38 @@ mod tests {
         );
         mr.deregister();
         assert_eq!(map.verify(5, 1010, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+    }
+
+    /// fi_mr(3): host memory registers with `FI_HMEM_SYSTEM`; a device-memory interface has
+    /// no library here (-FI_ENOSYS, as upstream efa answers for an uninitialised one); a
+    /// number past the last interface is bad input.
+    #[test]
+    fn only_system_memory_registers() {
+        let map = MrMap::new(0, 8);
+        let b = buf(64);
+        let req = |iface, key| MrRequest {
+            iov: vec![b],
+            access: FI_REMOTE_WRITE,
+            requested_key: key,
+            iface,
+            ..Default::default()
+        };
+        let mr = map.register(&req(FI_HMEM_SYSTEM, 1)).unwrap();
+        assert!(map.verify(1, 0, 64, FI_REMOTE_WRITE).is_ok());
+        mr.deregister();
+        for iface in [
+            FI_HMEM_CUDA,
+            FI_HMEM_ROCR,
+            FI_HMEM_ZE,
+            FI_HMEM_NEURON,
+            FI_HMEM_SYNAPSEAI,
+        ] {
+            assert_eq!(map.register(&req(iface, 2)).unwrap_err(), Errno::NOSYS);
+        }
+        for iface in [FI_HMEM_SYNAPSEAI + 1, u32::MAX] {
+            assert_eq!(map.register(&req(iface, 2)).unwrap_err(), Errno::INVAL);
+        }
+        assert_eq!(map.verify(2, 0, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
     }
 
     #[test]

@@ -27,6 +27,11 @@ pub trait Fabric: Send + Sync {
     fn domain(&self, info: &Info) -> Result<Arc<dyn Domain>>;
 
     fn name(&self) -> &str;
+
+    /// Names accepted by `fi_open_ops` on the fabric (e.g. `FI_EFA_FEATURE_OPS`).
+    fn supports_ops(&self, _name: &str) -> bool {
+        false
+    }
 }
 
 /// Result of `fi_query_atomic` (fi_atomic(3)).

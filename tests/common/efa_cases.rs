@@ -668,6 +668,21 @@ fn shared_memory_permitted_is_an_option_before_enable() {
     assert_eq!(n.ep.setopt(FI_OPT_ENDPOINT, opt, &[0]), Err(Errno::OPBADSTATE));
 }
 
+/// FI_OPT_CUDA_API_PERMITTED (fi_endpoint(3)): with no CUDA library or device the option
+/// cannot be set, true or false, before or after fi_enable (-FI_EINVAL, as upstream efa);
+/// a value that is not a C bool is -FI_EINVAL too.
+#[test]
+fn cuda_api_permitted_is_refused_without_cuda() {
+    let opt = FI_OPT_CUDA_API_PERMITTED;
+    let n = lo_node(CAPS, |ep| {
+        for v in [&[0u8][..], &[1], &[1, 0, 0, 0], &[]] {
+            assert_eq!(ep.setopt(FI_OPT_ENDPOINT, opt, v), Err(Errno::INVAL), "{v:?}");
+        }
+    });
+    assert_eq!(n.ep.setopt(FI_OPT_ENDPOINT, opt, &[0]), Err(Errno::INVAL));
+    assert_eq!(n.ep.setopt(FI_OPT_ENDPOINT, opt, &[1]), Err(Errno::INVAL));
+}
+
 /// The receiver reads its completion and never calls into the library again: the transport's
 /// acknowledgement, which the device may keep back for the application's answer to carry,
 /// must still leave (the ack timer's thread sends it), or the sender's send never completes

@@ -258,20 +258,43 @@ impl Kind {
     }
 }
 
+/// The NIC of a device (fi_nic(3)), described as upstream efa describes an EFA device, from
+/// the interface the software device sits on:
+///
+/// - `device_attr.name` is NULL. Upstream fills it with the verbs device name, and consumers
+///   take it as one: aws-ofi-nccl's AWS platform opens `/sys/class/infiniband/<name>/node_guid`
+///   for any non-NULL name and fails its init when the file is missing, while a NULL name is
+///   its "no NIC details" case (a GUID from the node and device index, the domain name as the
+///   device's name). The software device is no InfiniBand device, and fi_nic(3) sets fields
+///   that do not apply to NULL; the device is named by `domain_attr.name` (`srd_<if>-rdm`).
+///   Upstream's non-verbs providers (tcp, shm) give no NIC at all.
+/// - `bus_attr`: the interface's PCI function (sysfs `device`), as upstream reads the EFA
+///   device's; `FI_BUS_UNKNOWN` for virtual interfaces (loopback).
+/// - `link_attr`: the device MTU (upstream: the port's largest message), the interface's speed
+///   in bits/s (0 when the driver does not say), its operstate.
 fn nic(dev: &UdpDeviceInfo) -> Nic {
+    use crate::sys::netif::LinkState;
     Nic {
         device: Some(DeviceAttr {
-            name: Some(dev.name.clone()),
+            name: None,
             device_id: Some("0xefa0".into()),
             device_version: Some("0".into()),
             vendor_id: Some("0x1d0f".into()),
             driver: Some("srd-udp".into()),
             firmware: Some(env!("CARGO_PKG_VERSION").into()),
         }),
-        bus: Some(BusAttr {
-            // FI_BUS_UNKNOWN: the software device sits on no bus.
-            bus_type: 0,
-            ..Default::default()
+        bus: Some(match dev.link.pci {
+            Some(p) => BusAttr {
+                bus_type: FI_BUS_PCI,
+                pci_domain_id: p.domain,
+                pci_bus_id: p.bus,
+                pci_device_id: p.device,
+                pci_function_id: p.function,
+            },
+            None => BusAttr {
+                bus_type: FI_BUS_UNSPEC,
+                ..Default::default()
+            },
         }),
         link: Some(LinkAttr {
             address: Some(format!(
@@ -283,8 +306,12 @@ fn nic(dev: &UdpDeviceInfo) -> Nic {
                 .gid_text()
             )),
             mtu: dev.mtu,
-            speed: 0,
-            state: FI_LINK_UP,
+            speed: usize::try_from(dev.link.speed_bps).unwrap_or(usize::MAX),
+            state: match dev.link.state {
+                LinkState::Up => FI_LINK_UP,
+                LinkState::Down => FI_LINK_DOWN,
+                LinkState::Unknown => FI_LINK_UNKNOWN,
+            },
             network_type: Some("Ethernet".into()),
         }),
     }
@@ -441,6 +468,19 @@ impl InfoProvider for EfaProvider {
         flags: u64,
         hints: Option<&Info>,
     ) -> Result<Vec<Info>> {
+        // FI_HMEM needs a device-memory interface (CUDA, ROCr, Level Zero, Neuron,
+        // SynapseAI); this library has none, so, as upstream efa built without one, it is never
+        // advertised and asking for it finds nothing. Host memory needs no capability
+        // (registrations with FI_HMEM_SYSTEM work as they are).
+        if hints.is_some_and(|h| (h.caps | h.tx_attr.caps | h.rx_attr.caps) & FI_HMEM != 0) {
+            crate::fi_info!(
+                PROV_NAME,
+                crate::core::log::Subsys::Core,
+                "FI_HMEM requested but no device-memory interface (CUDA, ROCr, Level Zero, \
+                 Neuron, SynapseAI) is available: host memory only"
+            );
+            return Err(Errno::NODATA);
+        }
         let devs = devices(flags & FI_RESCAN != 0);
         let mut all = Vec::new();
         for d in &devs {
@@ -472,6 +512,19 @@ impl InfoProvider for EfaProvider {
         };
         if let Some(a) = src.filter(|a| !a.ip().is_unspecified()) {
             all.retain(|i| i.src_addr.as_deref().map(|s| &s[..16]) == Some(&a.gid[..]));
+        }
+        // As upstream: hints naming a PCI bus keep the devices on that bus.
+        if let Some(b) = hints
+            .and_then(|h| h.nic.as_ref())
+            .and_then(|n| n.bus.as_ref())
+            .filter(|b| b.bus_type == FI_BUS_PCI)
+        {
+            all.retain(|i| {
+                i.nic
+                    .as_ref()
+                    .and_then(|n| n.bus.as_ref())
+                    .is_some_and(|ib| ib.bus_type == FI_BUS_PCI && ib.pci_bus_id == b.pci_bus_id)
+            });
         }
         if let Some(d) = dest.filter(|a| !a.ip().is_unspecified()) {
             let local: Vec<[u8; 16]> = devs.iter().map(|d| EfaAddr::gid_of(d.iface.addr)).collect();
@@ -596,6 +649,22 @@ impl Fabric for EfaFabric {
     fn name(&self) -> &str {
         PROV_NAME
     }
+
+    fn supports_ops(&self, name: &str) -> bool {
+        name == FI_EFA_FEATURE_OPS
+    }
+}
+
+/// The feature names `FI_EFA_FEATURE_OPS` answers true for (fi_ext_efa.h); any other name,
+/// NULL included, is false. Upstream defines one, `mixed_hmem_iov` (every descriptor of a
+/// multi-iov request checked for its memory interface), and advertises it on its
+/// `efa-direct` fabric only, not on `efa`: this library has the `efa` fabric and no device
+/// memory, so it advertises none.
+pub const FEATURES: &[&str] = &[];
+
+/// `query` of `FI_EFA_FEATURE_OPS`.
+pub fn has_feature(name: &str) -> bool {
+    FEATURES.contains(&name)
 }
 
 pub struct EfaDomain {
@@ -765,6 +834,11 @@ mod tests {
                 loopback: true,
             },
             mtu: 8192,
+            link: crate::sys::netif::LinkInfo {
+                pci: None,
+                speed_bps: 0,
+                state: crate::sys::netif::LinkState::Up,
+            },
         };
         for kind in [Kind::Rdm, Kind::Dgram] {
             let i = static_info(&dev, kind);
@@ -774,6 +848,92 @@ mod tests {
             assert_eq!(i.tx_attr.caps & scope, 0);
             assert_eq!(i.rx_attr.caps & scope, 0);
         }
+    }
+
+    fn dev_on(pci: Option<crate::sys::netif::PciAddr>, speed_bps: u64) -> UdpDeviceInfo {
+        use crate::sys::netif::{Iface, LinkInfo, LinkState};
+        UdpDeviceInfo {
+            name: "srd_eth0".into(),
+            iface: Iface {
+                name: "eth0".into(),
+                addr: "192.0.2.2".parse().unwrap(),
+                mtu: 1500,
+                up: true,
+                loopback: false,
+            },
+            mtu: 1348,
+            link: LinkInfo {
+                pci,
+                speed_bps,
+                state: LinkState::Up,
+            },
+        }
+    }
+
+    /// fi_nic(3) as upstream efa fills it: the PCI function and speed of the interface under
+    /// the device, no device name (module docs of `nic`).
+    #[test]
+    fn nic_describes_the_interface_under_the_device() {
+        let pci = crate::sys::netif::PciAddr {
+            domain: 0x12,
+            bus: 0x34,
+            device: 5,
+            function: 6,
+        };
+        let n = nic(&dev_on(Some(pci), 25_000_000_000));
+        let d = n.device.unwrap();
+        assert_eq!(d.name, None);
+        assert_eq!(d.vendor_id.as_deref(), Some("0x1d0f"));
+        assert_eq!(
+            n.bus,
+            Some(BusAttr {
+                bus_type: FI_BUS_PCI,
+                pci_domain_id: 0x12,
+                pci_bus_id: 0x34,
+                pci_device_id: 5,
+                pci_function_id: 6,
+            })
+        );
+        let l = n.link.unwrap();
+        assert_eq!(
+            (l.mtu, l.speed, l.state),
+            (1348, 25_000_000_000, FI_LINK_UP)
+        );
+        assert_eq!(l.address.as_deref(), Some("EFA-::ffff:192.0.2.2"));
+
+        let n = nic(&dev_on(None, 0));
+        assert_eq!(n.bus.unwrap().bus_type, FI_BUS_UNSPEC);
+        assert_eq!(n.link.unwrap().speed, 0);
+    }
+
+    /// Host memory only: FI_HMEM is not offered, asked for in any of the caps.
+    #[test]
+    fn hmem_is_not_offered() {
+        for set in [
+            |h: &mut Info| h.caps = FI_MSG | FI_HMEM,
+            |h: &mut Info| h.tx_attr.caps = FI_MSG | FI_HMEM,
+            |h: &mut Info| h.rx_attr.caps = FI_MSG | FI_HMEM,
+        ] {
+            let mut h = Info::default();
+            set(&mut h);
+            assert_eq!(
+                EFA.getinfo(fi_version(1, 18), None, None, 0, Some(&h))
+                    .unwrap_err(),
+                Errno::NODATA
+            );
+        }
+        let list = EFA.getinfo(fi_version(1, 18), None, None, 0, None).unwrap();
+        assert!(list.iter().all(|i| i.caps & FI_HMEM == 0));
+    }
+
+    /// `FI_EFA_FEATURE_OPS`: upstream's one feature is efa-direct's; nothing is true here.
+    #[test]
+    fn no_feature_is_advertised() {
+        for f in ["mixed_hmem_iov", "", "MIXED_HMEM_IOV", "anything"] {
+            assert!(!has_feature(f), "{f}");
+        }
+        assert!(EfaFabric.supports_ops(FI_EFA_FEATURE_OPS));
+        assert!(!EfaFabric.supports_ops(FI_EFA_DOMAIN_OPS));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::{Completion, DevError, Device, EfaAddr, HEADROOM, recv_buf_len};
 use crate::core::{Errno, Result};
 use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
 use crate::sys::mem::IoVec;
-use crate::sys::netif::Iface;
+use crate::sys::netif::{Iface, LinkInfo};
 use crate::sys::poll::{Epoll, EventFd, TimerFd};
 use crate::sys::udp::{BATCH, UdpSock};
 
@@ -40,6 +40,8 @@ pub struct UdpDeviceInfo {
     pub iface: Iface,
     /// Largest RDM packet.
     pub mtu: usize,
+    /// The hardware under the interface (PCI function, speed, state) as sysfs tells it.
+    pub link: LinkInfo,
 }
 
 /// The devices of this host: one per interface that is up and has an address, non-loopback
@@ -68,6 +70,7 @@ pub fn discover(filter: Option<&str>, mtu_override: Option<usize>) -> Vec<UdpDev
             }
             UdpDeviceInfo {
                 name: format!("srd_{}", iface.name),
+                link: crate::sys::netif::link_info(&iface.name, iface.up),
                 iface,
                 mtu,
             }

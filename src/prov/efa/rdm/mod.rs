@@ -96,9 +96,19 @@ fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
             g.dev.set_rnr_retry(v);
             Ok(())
         }
+        // fi_endpoint(3), as upstream efa: with no CUDA library and device initialised the
+        // option cannot be set either way (-FI_EINVAL); -FI_EOPNOTSUPP (false without
+        // peer-to-peer) needs CUDA first. This library has no CUDA interface.
         FI_OPT_CUDA_API_PERMITTED => {
-            flag()?;
-            Ok(())
+            if val.len() != 1 {
+                return Err(Errno::INVAL);
+            }
+            crate::fi_warn!(
+                crate::prov::efa::PROV_NAME,
+                crate::core::log::Subsys::EpCtrl,
+                "FI_OPT_CUDA_API_PERMITTED cannot be set: no CUDA library or device is available"
+            );
+            Err(Errno::INVAL)
         }
         // fi_endpoint(3): whether local peers may be reached through shared memory (shm);
         // decided when the endpoint is enabled.

@@ -530,12 +530,22 @@ impl Endpoint for ShmEndpoint {
                 g.rxq.lock().set_min_multi_recv(usize::from_ne_bytes(v));
                 Ok(())
             }
-            // bool options: shm has no CUDA path and is shared memory itself.
-            FI_OPT_CUDA_API_PERMITTED | FI_OPT_SHARED_MEMORY_PERMITTED => {
+            // As upstream shm (and fi_endpoint(3)): no CUDA library or device is available,
+            // so the option cannot be set either way.
+            FI_OPT_CUDA_API_PERMITTED => {
+                crate::fi_warn!(
+                    crate::prov::shm::PROV_NAME,
+                    crate::core::log::Subsys::Core,
+                    "FI_OPT_CUDA_API_PERMITTED cannot be set: no CUDA library or device is available"
+                );
+                Err(Errno::INVAL)
+            }
+            // shm is shared memory itself.
+            FI_OPT_SHARED_MEMORY_PERMITTED => {
                 if val.is_empty() {
                     return Err(Errno::INVAL);
                 }
-                if name == FI_OPT_SHARED_MEMORY_PERMITTED && val[0] == 0 {
+                if val[0] == 0 {
                     // An shm endpoint cannot work without shared memory.
                     return Err(Errno::OPNOTSUPP);
                 }
