@@ -123,6 +123,31 @@ figures() {
 		END { print n " size(s), data checked; " last }'
 }
 
+# rdm_mtu between two processes that differ: $1 what to call the run, $2 and $3 the server's
+# environment and provider arguments, $4 and $5 the client's. One "ok:" line.
+mixed() {
+	local name=$1 senv=$2 sargs=$3 cenv=$4 cargs=$5 srv out rc src
+	port=$((port + 1))
+	srv=$(mktemp)
+	# shellcheck disable=SC2086
+	env LD_LIBRARY_PATH="$libdir" $senv timeout 300 "${wrap[@]}" "$bindir/rdm_mtu" -B $port $sargs >"$srv" 2>&1 &
+	local spid=$!
+	# shellcheck disable=SC2086
+	out=$(env LD_LIBRARY_PATH="$libdir" $cenv timeout 300 "${wrap[@]}" "$bindir/rdm_mtu" -P $port $cargs 127.0.0.1 2>&1)
+	rc=$?
+	wait $spid 2>/dev/null
+	src=$?
+	if [ $rc -ne 0 ] || [ $src -ne 0 ] || ! grep -q "^rdm_mtu: all steps passed" <<<"$out"; then
+		echo "FAIL: $name (client rc=$rc, server rc=$src)"
+		echo "--- client:"; echo "$out"; echo "--- server:"; cat "$srv"
+		rm -f "$srv"
+		fails=$((fails + 1))
+		return 1
+	fi
+	rm -f "$srv"
+	echo "ok: $name: $(grep -c '^ok: .* B: ' <<<"$out") size(s) both ways, data checked ($(grep -m1 '^ok: .* sizes;' <<<"$out" | cut -d';' -f2- | sed 's/^ //'))"
+}
+
 # $1: what to call the run; $2: target; $3: load; then the program and its arguments. One
 # "ok:" line with the figure at the largest size (benchmarks) or the number of steps
 # (functional tests).
@@ -185,6 +210,21 @@ test)
 	# fabtests' -s: the source address given to fi_getinfo (FI_SOURCE) picks the device.
 	run_case "efa-srd rma_bw -s 127.0.0.1" "efa-srd|FI_EFA_ENABLE_SHM_TRANSFER=0|-p efa -s 127.0.0.1" \
 		"LD_LIBRARY_PATH=$libdir" rma_bw -o write -S 64k -I 20 -v
+	# Devices of different MTUs (issue 28), local shm off: srd_lo against srd_lo with its MTU
+	# lowered to 1,400 bytes, both ways round; and srd_lo against the first non-loopback srd
+	# domain, when the host has one.
+	lo="-p efa -d srd_lo-rdm"
+	mixed "efa-srd rdm_mtu srd_lo / srd_lo with FI_EFA_MTU_SIZE=1400" \
+		"FI_EFA_ENABLE_SHM_TRANSFER=0" "$lo" "FI_EFA_ENABLE_SHM_TRANSFER=0 FI_EFA_MTU_SIZE=1400" "$lo"
+	mixed "efa-srd rdm_mtu srd_lo with FI_EFA_MTU_SIZE=1400 / srd_lo" \
+		"FI_EFA_ENABLE_SHM_TRANSFER=0 FI_EFA_MTU_SIZE=1400" "$lo" "FI_EFA_ENABLE_SHM_TRANSFER=0" "$lo"
+	eth=$(ip -o -4 addr show up 2>/dev/null | awk '$2 != "lo" { print $2; exit }')
+	if [ -n "$eth" ]; then
+		mixed "efa-srd rdm_mtu srd_lo / srd_$eth" \
+			"FI_EFA_ENABLE_SHM_TRANSFER=0" "$lo" "FI_EFA_ENABLE_SHM_TRANSFER=0" "-p efa -d srd_$eth-rdm"
+	else
+		echo "skipped: rdm_mtu srd_lo / srd_<eth>: no non-loopback interface with an IPv4 address"
+	fi
 	# The software SRD under a faulty network (dropped, duplicated, corrupted and delayed
 	# datagrams, injected by the UDP device): every byte still arrives intact, every
 	# functional step still passes.

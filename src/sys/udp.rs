@@ -204,6 +204,8 @@ impl UdpSock {
 
     /// Receives up to `bufs.len()` messages into `bufs` (each buffer's whole length is
     /// usable); fills `out` with (length, source, segment size) and returns how many arrived.
+    /// A datagram longer than its buffer is cut short and reports its whole length (larger
+    /// than the buffer): the caller drops it.
     /// The segment size is the length, but for a run of datagrams GRO coalesced: the datagrams
     /// are then the consecutive `segment`-byte pieces of the buffer, the last one shorter.
     pub fn recv_batch(
@@ -244,7 +246,7 @@ impl UdpSock {
                 fd,
                 hdrs.as_mut_ptr(),
                 n as u32,
-                libc::MSG_DONTWAIT,
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
                 core::ptr::null_mut(),
             )
         };

@@ -48,6 +48,11 @@ pub trait Domain: Send + Sync {
     /// fi_av_open(3).
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<Av>>;
 
+    /// The concrete domain, for a provider's own extensions and its tests.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// fi_mr_reg(3) family.
     fn mr_reg(&self, req: &MrRequest) -> Result<Arc<Mr>>;
 

@@ -718,10 +718,23 @@ impl EfaDomain {
     }
 }
 
-impl Domain for EfaDomain {
-    fn endpoint(&self, info: &Info) -> Result<Arc<dyn Endpoint>> {
+impl EfaDomain {
+    /// fi_endpoint(3) on a device given by the caller instead of this domain's interface:
+    /// tests run endpoints over the simulated device (`device::sim`), with any MTU.
+    pub fn endpoint_on(
+        &self,
+        info: &Info,
+        dev: Box<dyn device::Device>,
+    ) -> Result<Arc<dyn Endpoint>> {
+        self.endpoint_with(info, dev)
+    }
+
+    fn endpoint_with(
+        &self,
+        info: &Info,
+        dev: Box<dyn device::Device>,
+    ) -> Result<Arc<dyn Endpoint>> {
         let me = self.me.upgrade().ok_or(Errno::OPBADSTATE)?;
-        let dev = Box::new(self.open_device(info)?);
         let caps = if info.caps == 0 {
             if self.rdm { RDM_CAPS } else { DGRAM_CAPS }
         } else {
@@ -757,6 +770,17 @@ impl Domain for EfaDomain {
                 dev,
             ))
         }
+    }
+}
+
+impl Domain for EfaDomain {
+    fn endpoint(&self, info: &Info) -> Result<Arc<dyn Endpoint>> {
+        let dev = Box::new(self.open_device(info)?);
+        self.endpoint_with(info, dev)
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<Av>> {

@@ -22,6 +22,36 @@ use crate::sys::mem::IoVec;
 /// Bytes at the front of every send buffer reserved for the device's own header.
 pub const HEADROOM: usize = srd::wire::DATA_HEADER;
 
+/// The smallest MTU a device has: `FI_EFA_MTU_SIZE` is floored at it, and an interface whose
+/// own MTU leaves less is given it anyway (IP fragments the rare datagram larger than such a
+/// link). A packet of this size fits every peer, whatever its device: the RDM protocol sends
+/// none larger to a peer whose handshake it has not seen (`rdm::peer::PRE_HANDSHAKE_PKT`).
+pub const MIN_MTU: usize = 512;
+
+/// Datagrams that arrived larger than the device's MTU (a peer that ignored the size we
+/// advertise, or misconfigured): dropped, counted (`Stats::dropped_too_big`), and logged at
+/// warn once per device, never a silent loss. The sender's transport is never acknowledged
+/// and in the end reports the peer unreachable: an error completion, not a hang.
+#[derive(Debug, Default)]
+pub struct TooBig {
+    pub count: u64,
+}
+
+impl TooBig {
+    pub fn dropped(&mut self, me: &EfaAddr, from: &dyn fmt::Display, len: usize, mtu: usize) {
+        self.count += 1;
+        if self.count == 1 {
+            crate::fi_warn!(
+                "efa",
+                crate::core::log::Subsys::EpData,
+                "{}: dropped a {len}-byte datagram from {from}, larger than our MTU ({mtu} + \
+                 {HEADROOM} bytes of header); further ones are only counted",
+                me.straddr()
+            );
+        }
+    }
+}
+
 /// EFA's 32-byte raw address (`FI_ADDR_EFA`, efa-reference §1): GID, QPN, QKEY.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct EfaAddr {

@@ -5,7 +5,7 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use super::faults::{Faults, Injector};
-use super::{Completion, DevError, Device, EfaAddr, HEADROOM, recv_buf_len};
+use super::{Completion, DevError, Device, EfaAddr, HEADROOM, TooBig, recv_buf_len};
 use crate::core::Errno;
 use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
 use crate::sys::mem::IoVec;
@@ -112,6 +112,7 @@ pub struct SimDevice {
     unreliable_done: VecDeque<(u64, Vec<u8>)>,
     sends: usize,
     max_send: usize,
+    too_big: TooBig,
 }
 
 impl SimDevice {
@@ -136,6 +137,7 @@ impl SimDevice {
             unreliable_done: VecDeque::new(),
             sends: 0,
             max_send: 4096,
+            too_big: TooBig::default(),
         }
     }
 
@@ -246,6 +248,13 @@ impl Device for SimDevice {
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) {
         let now = self.net.now();
         for (from, bytes) in self.net.take(self.addr.qpn) {
+            if bytes.len() > recv_buf_len(self.mtu) {
+                // A posted receive could not hold it (as a NIC drops it): counted, not seen.
+                let from = format!("qpn {from}");
+                self.too_big
+                    .dropped(&self.addr, &from, bytes.len() - HEADROOM, self.mtu);
+                continue;
+            }
             let ready = !self.recvs.is_empty();
             if let Arrival::Deliver { src_qkey, payload } =
                 self.t.handle_datagram(now, from, &bytes, ready)
@@ -298,7 +307,10 @@ impl Device for SimDevice {
     }
 
     fn stats(&self) -> srd::Stats {
-        self.t.stats()
+        srd::Stats {
+            dropped_too_big: self.too_big.count,
+            ..self.t.stats()
+        }
     }
 
     fn abandon(&mut self, dest: EfaAddr) {

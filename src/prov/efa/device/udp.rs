@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 use std::time::Instant;
 
 use super::faults::{Faults, Injector};
-use super::{Completion, DevError, Device, EfaAddr, HEADROOM, recv_buf_len};
+use super::{Completion, DevError, Device, EfaAddr, HEADROOM, MIN_MTU, TooBig, recv_buf_len};
 use crate::core::{Errno, Result};
 use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
 use crate::sys::mem::IoVec;
@@ -66,8 +66,10 @@ pub fn discover(filter: Option<&str>, mtu_override: Option<usize>) -> Vec<UdpDev
                 .min(udp_max(iface.addr));
             let mut mtu = udp.saturating_sub(HEADROOM);
             if let Some(m) = mtu_override {
-                mtu = mtu.min(m.max(512));
+                mtu = mtu.min(m);
             }
+            // Never below MIN_MTU, which every peer relies on before our handshake.
+            let mtu = mtu.max(MIN_MTU);
             UdpDeviceInfo {
                 name: format!("srd_{}", iface.name),
                 link: crate::sys::netif::link_info(&iface.name, iface.up),
@@ -141,6 +143,7 @@ pub struct UdpDevice {
     /// by the next `poll`; `held_signal` (in the wait set) is readable while there are any.
     held: Vec<Completion>,
     held_signal: EventFd,
+    too_big: TooBig,
 }
 
 /// SocketAddr with an order, for the delay heap.
@@ -203,6 +206,7 @@ impl UdpDevice {
             wait,
             held: Vec::new(),
             held_signal,
+            too_big: TooBig::default(),
         })
     }
 
@@ -239,6 +243,13 @@ impl UdpDevice {
             let n = self.sock.recv_batch(&mut self.rx_bufs, &mut self.rx_meta);
             for i in 0..n {
                 let (len, from, seg) = self.rx_meta[i];
+                if len > self.rx_bufs[i].len() {
+                    // Cut short by the buffer (`recv_batch` reports the whole length): larger
+                    // than our MTU allows.
+                    self.too_big
+                        .dropped(&self.addr, &from, len - HEADROOM, self.mtu);
+                    continue;
+                }
                 if self.gro {
                     self.receive_run(now, i, len, from, seg, out);
                     continue;
@@ -288,6 +299,8 @@ impl UdpDevice {
             if datagram.len() > recv_buf_len(self.mtu) {
                 // Larger than our MTU allows (a peer that ignores it): dropped before the
                 // transport sees it, as a socket buffer of that size would have cut it short.
+                self.too_big
+                    .dropped(&self.addr, &from, datagram.len() - HEADROOM, self.mtu);
                 off = end;
                 continue;
             }
@@ -612,7 +625,10 @@ impl Device for UdpDevice {
     }
 
     fn stats(&self) -> srd::Stats {
-        self.t.stats()
+        srd::Stats {
+            dropped_too_big: self.too_big.count,
+            ..self.t.stats()
+        }
     }
 
     fn abandon(&mut self, dest: EfaAddr) {

@@ -6,7 +6,7 @@ use super::ep::*;
 use super::pkt::{self, Ctrl};
 use crate::core::Errno;
 use crate::prov::efa::PROV_ERR_REMOTE_ACCESS;
-use crate::prov::efa::device::{EfaAddr, HEADROOM};
+use crate::prov::efa::device::{EfaAddr, HEADROOM, MIN_MTU};
 use crate::sys::mem::{iov_len, scatter};
 
 // ---- control packets ----
@@ -22,13 +22,21 @@ impl RdmEndpoint {
             g.dropped += 1;
             return;
         }
-        if let Ctrl::Handshake { extra_info, .. } = c {
+        if let Ctrl::Handshake {
+            extra_info,
+            max_pkt,
+            ..
+        } = c
+        {
             let p = g.peer_by_addr(src);
             let peer = &mut g.peers[p];
             if peer.dead {
                 return;
             }
             peer.extra_info = extra_info;
+            // No peer of ours receives less than MIN_MTU; a smaller claim is not honoured
+            // (headers alone may need more).
+            peer.max_pkt = max_pkt.map(|m| (m as usize).max(MIN_MTU));
             // Answer with ours if the peer has not had it: a target needs the initiator's
             // features too (whether it understands ERR responses).
             g.handshake(p);

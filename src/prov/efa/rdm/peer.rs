@@ -10,7 +10,7 @@ use super::ep::*;
 use super::pkt;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
-use crate::prov::efa::device::{EfaAddr, HEADROOM};
+use crate::prov::efa::device::{EfaAddr, HEADROOM, MIN_MTU};
 use crate::prov::shm::Pending;
 use crate::util::cq::CqErrEntry;
 
@@ -21,6 +21,11 @@ const EXTRA_INFO: u64 = pkt::EXTRA_DELIVERY_COMPLETE
     | pkt::EXTRA_RUNT
     | pkt::EXTRA_READ_NACK
     | pkt::EXTRA_ERROR_RESPONSE;
+
+/// The largest packet sent to a peer whose handshake has not arrived: one that every device
+/// of ours receives (`device::MIN_MTU`), since the peer's handshake, which tells its size, is
+/// only sent in answer to our first packet.
+pub(super) const PRE_HANDSHAKE_PKT: usize = MIN_MTU;
 
 pub(super) struct Peer {
     pub addr: EfaAddr,
@@ -34,6 +39,9 @@ pub(super) struct Peer {
     pub hs_sent: bool,
     pub hs_received: bool,
     pub extra_info: u64,
+    /// The largest packet the peer receives, from its handshake (`pkt::HS_MAX_PKT`); `None`
+    /// in a handshake without it: the same as ours.
+    pub max_pkt: Option<usize>,
     /// Something was sent to it (the handshake trigger is needed only once).
     pub contacted: bool,
     /// Operations waiting for the handshake.
@@ -58,6 +66,7 @@ impl Peer {
             hs_sent: false,
             hs_received: false,
             extra_info: 0,
+            max_pkt: None,
             contacted: false,
             waiting: VecDeque::new(),
             dead: false,
@@ -165,6 +174,18 @@ impl Inner {
         self.dev.addr().qkey
     }
 
+    /// The largest packet we send `peer` (every packet builder sizes its packets by it): ours
+    /// capped by what its handshake said it receives, or by `PRE_HANDSHAKE_PKT` until then.
+    pub fn peer_pkt(&self, peer: usize) -> usize {
+        let p = &self.peers[peer];
+        let theirs = match (p.hs_received, p.max_pkt) {
+            (false, _) => PRE_HANDSHAKE_PKT,
+            (true, Some(m)) => m,
+            (true, None) => self.mtu,
+        };
+        self.mtu.min(theirs)
+    }
+
     /// Sends our HANDSHAKE to a peer once (efa-reference §2).
     pub fn handshake(&mut self, peer: usize) {
         if self.peers[peer].hs_sent || self.peers[peer].dead {
@@ -173,7 +194,8 @@ impl Inner {
         self.peers[peer].hs_sent = true;
         let mut b = self.buf();
         let connid = self.connid();
-        let n = pkt::write_handshake(&mut b[HEADROOM..], EXTRA_INFO, connid, 0);
+        let mtu = u32::try_from(self.mtu).unwrap_or(u32::MAX);
+        let n = pkt::write_handshake(&mut b[HEADROOM..], EXTRA_INFO, connid, 0, mtu);
         self.send_pkt(peer, b, n, Owner::Ctrl, 0);
     }
 }

@@ -72,6 +72,15 @@ pub const EXTRA_ERROR_RESPONSE: u64 = 1 << 9;
 pub const HS_HOST_ID: u16 = 1 << 0;
 pub const HS_DEVICE_VERSION: u16 = 1 << 1;
 pub const HS_USER_RECV_QP: u16 = 1 << 2;
+/// This library's extension: the handshake ends with an 8-byte field {u32 largest RDM packet
+/// the sender receives, u32 pad}. It is the last field, after every other optional field,
+/// and read from the end of the packet, so that a field a later upstream version defines
+/// between them does not move it for a reader that does not know that field. A peer that
+/// does not know the bit ignores the trailing bytes (upstream reads optional fields by their
+/// own flags only). Without it, the peer receives what we do: upstream and older peers, and
+/// EFA hardware, whose devices share one MTU. The bit is far from upstream's (0–2), as
+/// [`EXTRA_ERROR_RESPONSE`] is from upstream's feature bits.
+pub const HS_MAX_PKT: u16 = 1 << 12;
 
 /// Size of the raw-address optional header (u32 length + 32-byte address, padded to 8).
 pub const RAW_ADDR_HDR_LEN: usize = 40;
@@ -380,6 +389,8 @@ pub enum Ctrl {
         connid: Option<u32>,
         host_id: Option<u64>,
         device_version: Option<u32>,
+        /// [`HS_MAX_PKT`]: the largest RDM packet the sender receives.
+        max_pkt: Option<u32>,
     },
     Receipt {
         tx_id: u32,
@@ -632,11 +643,19 @@ pub fn parse(b: &[u8]) -> Result<Pkt, ParseError> {
             let host_id = opt(flags & HS_HOST_ID != 0)?;
             let device_version = opt(flags & HS_DEVICE_VERSION != 0)?.map(|v| v as u32);
             opt(flags & HS_USER_RECV_QP != 0)?;
+            // Ours is the packet's last 8 bytes, after the fields we know of and any we do not.
+            let max_pkt = if flags & HS_MAX_PKT != 0 {
+                need(off + 8)?;
+                Some(rd32(b, b.len() - 8))
+            } else {
+                None
+            };
             Ctrl::Handshake {
                 extra_info,
                 connid,
                 host_id,
                 device_version,
+                max_pkt,
             }
         }
         RECEIPT => {
@@ -746,15 +765,24 @@ pub fn write_err(buf: &mut [u8], tx_id: u32, status: u32, connid: u32) -> usize 
     w.pos()
 }
 
-/// HANDSHAKE with one extra-info word, the connid and device-version options.
-pub fn write_handshake(buf: &mut [u8], extra_info: u64, connid: u32, device_version: u32) -> usize {
+/// HANDSHAKE with one extra-info word, the connid and device-version options, and the
+/// largest packet we receive ([`HS_MAX_PKT`]).
+pub fn write_handshake(
+    buf: &mut [u8],
+    extra_info: u64,
+    connid: u32,
+    device_version: u32,
+    max_pkt: u32,
+) -> usize {
     let mut w = Writer::new(buf);
-    w.base(HANDSHAKE, CONNID_HDR | HS_DEVICE_VERSION)
+    w.base(HANDSHAKE, CONNID_HDR | HS_DEVICE_VERSION | HS_MAX_PKT)
         .u32(1 + 3)
         .u64(extra_info)
         .u32(connid)
         .u32(0)
         .u32(device_version)
+        .u32(0)
+        .u32(max_pkt)
         .u32(0);
     w.pos()
 }
@@ -901,14 +929,15 @@ mod tests {
                 data_off: 24
             })
         );
-        let n = write_handshake(&mut b, 0x5a, 7, 0xefa0);
+        let n = write_handshake(&mut b, 0x5a, 7, 0xefa0, 1348);
         assert_eq!(
             parse(&b[..n]).unwrap(),
             Pkt::Ctrl(Ctrl::Handshake {
                 extra_info: 0x5a,
                 connid: Some(7),
                 host_id: None,
-                device_version: Some(0xefa0)
+                device_version: Some(0xefa0),
+                max_pkt: Some(1348),
             })
         );
         let n = write_receipt(&mut b, 8, 9, 1);
@@ -929,6 +958,56 @@ mod tests {
         );
         assert_eq!(parse(&[99, 4, 0, 0]), Err(ParseError::UnknownType(99)));
         assert_eq!(parse(&[64, 3, 0, 0, 0, 0, 0, 0]), Err(ParseError::Version));
+    }
+
+    /// The packet-size field of a handshake ([`HS_MAX_PKT`]): emitted and parsed back, absent
+    /// from an upstream handshake, found at the end after a field we do not know, and a
+    /// flagged handshake too short to hold it refused.
+    #[test]
+    fn handshake_max_pkt_field_round_trips() {
+        let mut b = [0u8; 96];
+        let n = write_handshake(&mut b, 1, 9, 0, 65_483);
+        assert_eq!(n, 8 + 8 + 8 + 8 + 8);
+        assert_eq!(rd16(&b, 2) & HS_MAX_PKT, HS_MAX_PKT);
+        let Ok(Pkt::Ctrl(Ctrl::Handshake { max_pkt, .. })) = parse(&b[..n]) else {
+            panic!()
+        };
+        assert_eq!(max_pkt, Some(65_483));
+        // As upstream 2.6 sends it: connid and device version, no size.
+        let mut u = [0u8; 64];
+        let mut w = Writer::new(&mut u);
+        w.base(HANDSHAKE, CONNID_HDR | HS_DEVICE_VERSION)
+            .u32(4)
+            .u64(0x5a)
+            .u64(7)
+            .u64(0xefa1);
+        let un = w.pos();
+        let Ok(Pkt::Ctrl(Ctrl::Handshake {
+            max_pkt,
+            device_version,
+            ..
+        })) = parse(&u[..un])
+        else {
+            panic!()
+        };
+        assert_eq!((max_pkt, device_version), (None, Some(0xefa1)));
+        // A user-recv-QP field (and anything unknown) before ours does not move it.
+        let mut x = [0u8; 64];
+        let mut w = Writer::new(&mut x);
+        w.base(HANDSHAKE, CONNID_HDR | HS_USER_RECV_QP | HS_MAX_PKT)
+            .u32(4)
+            .u64(0)
+            .u64(7)
+            .u64(0x1234)
+            .u64(0xdead_beef)
+            .u32(1400)
+            .u32(0);
+        let xn = w.pos();
+        let Ok(Pkt::Ctrl(Ctrl::Handshake { max_pkt, .. })) = parse(&x[..xn]) else {
+            panic!()
+        };
+        assert_eq!(max_pkt, Some(1400));
+        assert_eq!(parse(&b[..n - 8]), Err(ParseError::Truncated));
     }
 
     proptest! {

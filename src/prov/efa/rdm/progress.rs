@@ -40,9 +40,26 @@ impl Inner {
         b
     }
 
-    /// Whether bulk data must wait for completions (`BULK_SEND_BYTES`).
+    /// A send buffer for a packet to `peer`, no longer than the largest packet it receives
+    /// (`peer_pkt`). The transport appends an ack trailer to a datagram whose buffer has room
+    /// for it (srd::wire, DATA_ACK): a buffer of our MTU would let a full packet to a peer with
+    /// a smaller one outgrow what the peer receives.
+    pub fn buf_to(&mut self, peer: usize) -> Vec<u8> {
+        let mut b = self.pool.pop().unwrap_or_default();
+        b.resize(HEADROOM + self.peer_pkt(peer), 0);
+        b
+    }
+
+    /// Whether bulk data must wait for completions (`BULK_SEND_BYTES`), counted in packets
+    /// of our MTU.
     pub fn bulk_full(&self) -> bool {
-        self.sent.len() + self.queued.len() >= bulk_send_cap(self.mtu)
+        self.bulk_full_for(self.mtu)
+    }
+
+    /// `bulk_full` for a sender whose packets are `pkt` bytes (a peer that receives less
+    /// than our MTU: `peer_pkt`).
+    pub fn bulk_full_for(&self, pkt: usize) -> bool {
+        self.sent.len() + self.queued.len() >= bulk_send_cap(pkt)
     }
 
     pub fn park(&mut self, p: Parked) {
@@ -82,6 +99,10 @@ impl Inner {
         payload: usize,
     ) {
         self.peers[peer].contacted = true;
+        // No room past what the peer receives (`buf_to`): a trailer the transport adds must
+        // not make the datagram larger than that.
+        let mut buf = buf;
+        buf.truncate(HEADROOM + len.max(self.peer_pkt(peer)));
         let q = Queued {
             peer,
             buf,

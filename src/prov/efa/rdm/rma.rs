@@ -27,9 +27,8 @@ impl Inner {
         } else {
             pkt::EAGER_RTW
         };
-        let room = self
-            .mtu
-            .saturating_sub(self.req_overhead(peer, eager_ty, rma.len(), cq));
+        let pkt_max = self.peer_pkt(peer);
+        let room = pkt_max.saturating_sub(self.req_overhead(peer, eager_ty, rma.len(), cq));
         let flags = pkt::REQ_RMA;
         if len <= room {
             let h = ReqHdr {
@@ -46,9 +45,7 @@ impl Inner {
         } else {
             pkt::LONGCTS_RTW
         };
-        let room = self
-            .mtu
-            .saturating_sub(self.req_overhead(peer, ty, rma.len(), cq));
+        let room = pkt_max.saturating_sub(self.req_overhead(peer, ty, rma.len(), cq));
         let h = ReqHdr {
             rma_iov_count: rma.len() as u32,
             msg_length: len as u64,
@@ -63,12 +60,12 @@ impl Inner {
     /// Sends an RMA read request.
     pub fn start_read(&mut self, id: u64) {
         let Some(t) = self.txes.get(id) else { return };
-        let len = t.len;
+        let (len, peer) = (t.len, t.peer);
         let rma = t.rma.clone();
         let recv_id = tx_wire(id);
-        // SHORT_RTR when the answer fits one READRSP (efa-reference §5), else LONGCTS_RTR with a
-        // first window.
-        let short = len + 24 <= self.mtu;
+        // SHORT_RTR when the answer fits one READRSP (efa-reference §5) of the size the
+        // responder sends us, else LONGCTS_RTR with a first window (bytes we receive).
+        let short = len + 24 <= self.peer_pkt(peer);
         let ty = if short {
             pkt::SHORT_RTR
         } else {
@@ -100,6 +97,32 @@ impl Inner {
         let rma = t.rma.clone();
         let operand = t.operand.clone();
         let wire = tx_wire(id);
+        let peer = t.peer;
+        // One packet or none: an operand the peer cannot receive fails the operation. Its
+        // msg_id still reaches the peer, as a WRITE_RTA with no target (`recv_atomic` skips
+        // it), or every later message and atomic would wait for it there.
+        let need = self.req_overhead(peer, pkt::FETCH_RTA, rma.len(), false) + operand.len();
+        if need > self.peer_pkt(peer) {
+            let h = ReqHdr {
+                msg_id: t.msg_id,
+                ..Default::default()
+            };
+            let connid = self.connid();
+            let mut b = self.buf();
+            let n = pkt::write_req(
+                &mut b[crate::prov::efa::device::HEADROOM..],
+                pkt::WRITE_RTA,
+                pkt::REQ_ATOMIC,
+                &h,
+                &[],
+                None,
+                None,
+                Some(connid),
+            );
+            self.send_pkt(peer, b, n, Owner::Ctrl, 0);
+            self.fail_tx(id, Errno::MSGSIZE, 0);
+            return;
+        }
         let ty = match kind {
             AtomicKind::Write if t.await_response => pkt::DC_WRITE_RTA,
             AtomicKind::Write => pkt::WRITE_RTA,

@@ -127,9 +127,12 @@ impl RdmEndpoint {
     /// id for the requester's CTS), CTSDATA after.
     pub(super) fn send_read_data(&self, g: &mut Inner, id: u64) {
         let connid = g.connid();
-        let mtu = g.mtu;
+        // Sized for the requester, which may receive less than we do.
+        let Some(mtu) = g.rxes.get(id).map(|r| g.peer_pkt(r.peer)) else {
+            return;
+        };
         loop {
-            let full = g.bulk_full();
+            let full = g.bulk_full_for(mtu);
             let Some(r) = g.rxes.get_mut(id) else { return };
             let RxKind::Read { src, sent, window } = &mut r.kind else {
                 return;
@@ -152,7 +155,7 @@ impl RdmEndpoint {
             // which the transport takes for a lost datagram: the read fails, nothing crashes.
             let piece = (n >= ZERO_COPY_MIN).then(|| piece(src, off, n)).flatten();
             let (peer, to) = (r.peer, r.send_id);
-            let mut b = g.buf();
+            let mut b = g.buf_to(peer);
             let h = if first {
                 pkt::write_readrsp(&mut b[HEADROOM..], connid, to, rx_wire(id), n as u64)
             } else {
@@ -177,6 +180,10 @@ impl RdmEndpoint {
 
     pub(super) fn recv_atomic(&self, g: &mut Inner, p: usize, req: &Req, data: &[u8]) {
         let h = &req.hdr;
+        if req.ty == pkt::WRITE_RTA && req.rma.is_empty() && data.is_empty() {
+            // The msg_id of an atomic its initiator failed (too large for us): nothing to do.
+            return;
+        }
         let kind = match req.ty {
             pkt::WRITE_RTA | pkt::DC_WRITE_RTA => AtomicKind::Write,
             pkt::FETCH_RTA => AtomicKind::Fetch,

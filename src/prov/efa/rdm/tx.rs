@@ -124,7 +124,7 @@ impl Inner {
         let hs = self.peers[peer].hs_received;
         let me = self.dev.addr();
         let connid = self.connid();
-        let mut b = self.buf();
+        let mut b = self.buf_to(peer);
         let hdr = pkt::write_req(
             &mut b[HEADROOM..],
             ty,
@@ -195,9 +195,8 @@ impl Inner {
         } else {
             pkt::EAGER_MSGRTM
         });
-        let eager_room = self
-            .mtu
-            .saturating_sub(self.req_overhead(peer, eager_ty, 0, cq));
+        let pkt_max = self.peer_pkt(peer);
+        let eager_room = pkt_max.saturating_sub(self.req_overhead(peer, eager_ty, 0, cq));
         if len <= eager_room {
             let h = ReqHdr {
                 msg_id,
@@ -215,8 +214,7 @@ impl Inner {
             } else {
                 pkt::MEDIUM_MSGRTM
             });
-            let room = self
-                .mtu
+            let room = pkt_max
                 .saturating_sub(self.req_overhead(peer, ty, 0, cq))
                 .max(1);
             let mut off = 0;
@@ -241,7 +239,7 @@ impl Inner {
         } else {
             pkt::LONGCTS_MSGRTM
         });
-        let room = self.mtu.saturating_sub(self.req_overhead(peer, ty, 0, cq));
+        let room = pkt_max.saturating_sub(self.req_overhead(peer, ty, 0, cq));
         let h = ReqHdr {
             msg_id,
             tag,
@@ -260,17 +258,27 @@ impl Inner {
         }
     }
 
-    /// Data payload room in a CTSDATA packet.
+    /// Data payload room in a CTSDATA packet of our size: the windows we grant as a receiver
+    /// are counted in it (bytes, whatever size the sender's packets are).
     pub fn ctsdata_room(&self) -> usize {
         self.mtu.saturating_sub(32)
     }
 
+    /// Data payload room in a CTSDATA packet to `peer` (`peer_pkt`).
+    pub fn ctsdata_room_to(&self, peer: usize) -> usize {
+        self.peer_pkt(peer).saturating_sub(32)
+    }
+
     /// Sends CTSDATA for what the receiver granted.
     pub fn send_window(&mut self, id: u64) {
-        let room = self.ctsdata_room().max(1);
+        let Some(peer) = self.txes.get(id).map(|t| t.peer) else {
+            return;
+        };
+        let pkt_max = self.peer_pkt(peer);
+        let room = self.ctsdata_room_to(peer).max(1);
         let connid = self.connid();
         loop {
-            let full = self.bulk_full();
+            let full = self.bulk_full_for(pkt_max);
             let Some(t) = self.txes.get_mut(id) else {
                 return;
             };
@@ -294,8 +302,7 @@ impl Inner {
                 .then(|| t.source_piece(off, n))
                 .flatten();
             t.lent |= piece.is_some();
-            let mut b = self.pool.pop().unwrap_or_default();
-            b.resize(HEADROOM + self.mtu, 0);
+            let mut b = self.buf_to(peer);
             let hdr = pkt::write_ctsdata(&mut b[HEADROOM..], recv_id, n as u64, off as u64, connid);
             match piece {
                 Some(tail) => self.send_pkt_tail(peer, b, hdr, tail, Owner::Tx(id), n),

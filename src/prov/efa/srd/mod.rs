@@ -126,6 +126,9 @@ pub struct Stats {
     pub qkeys_learned: u64,
     pub dropped_malformed: u64,
     pub dropped_window: u64,
+    /// Datagrams larger than the device's MTU, dropped before the transport saw them (kept
+    /// by the device: `device::TooBig`).
+    pub dropped_too_big: u64,
 }
 
 /// A peer queue pair: where it is and which incarnation (QKEY) it is.
