@@ -642,6 +642,28 @@ static void ft_progress(void)
 			FT_DIE("%s: %s (%zd)", #call, fi_strerror((int)-r_), r_);       \
 	} while (0)
 
+/*
+ * fabtests' in-band sync (its default with -E): the client sends the server a 0-byte message
+ * with FI_DELIVERY_COMPLETE and waits for the server's, which the server sends once it has the
+ * client's. Messages cross the fabric behind what each side posted before, where ft_sync's
+ * socket does not wait for them. Uses the first half of the control bytes for the receive;
+ * every earlier operation must have completed (any completion counts).
+ */
+static inline void ft_sync_inband(void)
+{
+	uint8_t *c = ft_buf + ft_buf_size;
+
+	FT_POST(fi_recv(ft_ep, c, FT_CTRL_SIZE / 2, ft_desc, ft_peer, NULL));
+	if (ft_client()) {
+		FT_POST(fi_send(ft_ep, c + FT_CTRL_SIZE / 2, 4, ft_desc, ft_peer, NULL));
+		ft_wait(2, NULL);
+	} else {
+		ft_wait(1, NULL);
+		FT_POST(fi_send(ft_ep, c + FT_CTRL_SIZE / 2, 4, ft_desc, ft_peer, NULL));
+		ft_wait(1, NULL);
+	}
+}
+
 /* ---- functional tests ---- */
 
 /* One "ok:" line per step, printed by the client. */

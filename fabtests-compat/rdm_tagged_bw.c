@@ -20,11 +20,12 @@
 static void run_size(size_t size, int first)
 {
 	int iters = ft_iterations(size, 20000, 2000, 200), total = iters + ft_opt.warmup;
-	/* The send buffer, the receive buffer (at least fabtests' 1 KiB control size), then the
-	 * control bytes: every message of a window uses the same one, as in fabtests. */
+	/* The send buffer, then the receive buffer (receives at least fabtests' 1 KiB control
+	 * size): every message of a window uses the same one, as in fabtests. The answers use the
+	 * second half of the control bytes (ft_sync_inband the first). */
 	size_t rx_len = size > 1024 ? size : 1024;
-	uint8_t *tx = ft_buf, *rx = ft_buf + (ft_buf_size - FT_CTRL_SIZE) / 2;
-	uint8_t *ctrl = ft_buf + ft_buf_size - FT_CTRL_SIZE;
+	uint8_t *tx = ft_buf, *rx = ft_buf + ft_buf_size / 2;
+	uint8_t *ack = ft_buf + ft_buf_size + FT_CTRL_SIZE / 2;
 	/* fabtests asks the endpoint's message inject size (FI_OPT_INJECT_MSG_SIZE, also for
 	 * tagged messages) and injects up to it, with -v too. */
 	size_t inject = ft_inject_size(FT_OPT_INJECT_MSG_SIZE);
@@ -33,10 +34,10 @@ static void run_size(size_t size, int first)
 
 	if (ft_client() && ft_opt.check)
 		ft_fill(tx, size, size);
+	ft_sync_inband();
 	/* The sender keeps a receive posted for the next answer. */
 	if (ft_client())
-		FT_POST(fi_trecv(ft_ep, ctrl, FT_CTRL_SIZE, ft_desc, ft_peer, ACK, 0, NULL));
-	ft_sync();
+		FT_POST(fi_trecv(ft_ep, ack, FT_CTRL_SIZE / 2, ft_desc, ft_peer, ACK, 0, NULL));
 	for (int i = 0; i < total; i++) {
 		if (i == ft_opt.warmup)
 			start = ft_now();
@@ -60,8 +61,8 @@ static void run_size(size_t size, int first)
 		if (ft_client()) {
 			ft_wait(counted + 1, NULL);
 			if (i + 1 < total)
-				FT_POST(fi_trecv(ft_ep, ctrl, FT_CTRL_SIZE, ft_desc, ft_peer, ACK, 0,
-						 NULL));
+				FT_POST(fi_trecv(ft_ep, ack, FT_CTRL_SIZE / 2, ft_desc, ft_peer, ACK,
+						 0, NULL));
 		} else {
 			for (int k = 0; k < j; k++) {
 				struct fi_cq_tagged_entry e;
@@ -75,8 +76,7 @@ static void run_size(size_t size, int first)
 			}
 			if (ft_opt.check)
 				ft_verify(rx, size, size, "tagged receive");
-			FT_POST(fi_tsend(ft_ep, ctrl + FT_CTRL_SIZE / 2, 4, ft_desc, ft_peer, ACK,
-					 NULL));
+			FT_POST(fi_tsend(ft_ep, ack, 4, ft_desc, ft_peer, ACK, NULL));
 			ft_wait(1, NULL);
 		}
 		j = counted = 0;

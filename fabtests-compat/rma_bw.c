@@ -84,7 +84,7 @@ static int posts(void)
  */
 static void end_window(size_t size, int n, int counted, uint64_t *seq, int last)
 {
-	uint8_t *ctrl = ft_buf + 2 * area;
+	uint8_t *ctrl = ft_buf + 2 * area + FT_CTRL_SIZE / 2;
 
 	if (op == OP_WRITEDATA) {
 		if (ft_client()) {
@@ -92,7 +92,8 @@ static void end_window(size_t size, int n, int counted, uint64_t *seq, int last)
 			 * the window; then the next one's. */
 			ft_wait(counted + 1, NULL);
 			if (!last)
-				FT_POST(fi_recv(ft_ep, ctrl, FT_CTRL_SIZE, ft_desc, ft_peer, NULL));
+				FT_POST(fi_recv(ft_ep, ctrl, FT_CTRL_SIZE / 2, ft_desc, ft_peer,
+						NULL));
 		} else {
 			uint64_t data = 0;
 
@@ -101,7 +102,7 @@ static void end_window(size_t size, int n, int counted, uint64_t *seq, int last)
 			if (n && data != *seq + n - 1)
 				FT_DIE("writedata: last data %" PRIu64 ", expected %" PRIu64, data,
 				       *seq + n - 1);
-			FT_POST(fi_send(ft_ep, ctrl + FT_CTRL_SIZE / 2, 4, ft_desc, ft_peer, NULL));
+			FT_POST(fi_send(ft_ep, ctrl, 4, ft_desc, ft_peer, NULL));
 			ft_wait(1, NULL);
 		}
 		*seq += n;
@@ -128,15 +129,15 @@ static void run_size(size_t size, int first)
 	int j = 0, counted = 0;
 	uint64_t seq = 0;
 	double start = 0, elapsed;
-	uint8_t *ctrl = ft_buf + 2 * area;
+	uint8_t *ctrl = ft_buf + 2 * area + FT_CTRL_SIZE / 2;
 
 	/* The data: each side's send area holds the pattern of (size, slot). */
 	if (ft_opt.check)
 		for (size_t k = 0; k < slots; k++)
 			ft_fill(tx_area(size, k), size, size + k);
+	ft_sync_inband();
 	if (op == OP_WRITEDATA && ft_client())
-		FT_POST(fi_recv(ft_ep, ctrl, FT_CTRL_SIZE, ft_desc, ft_peer, NULL));
-	ft_sync();
+		FT_POST(fi_recv(ft_ep, ctrl, FT_CTRL_SIZE / 2, ft_desc, ft_peer, NULL));
 	for (int i = 0; i < total; i++) {
 		if (i == ft_opt.warmup) {
 			end_window(size, j, counted, &seq, 0);
