@@ -74,7 +74,8 @@ static size_t peer_name(uint8_t *out, const uint8_t *own, size_t len, uint32_t i
 		out[17] = (i >> 8) & 0xff;
 		memcpy(out + 20, &(uint32_t){ 0x10000 + i }, 4);
 		return len;
-	case FI_SOCKADDR_IN: /* vary the port */
+	case FI_SOCKADDR_IN: /* vary the port (at the same place in both) */
+	case FI_SOCKADDR_IN6:
 		out[2] = ((20000 + i) >> 8) & 0xff;
 		out[3] = (20000 + i) & 0xff;
 		return len;

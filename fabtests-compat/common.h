@@ -17,8 +17,13 @@
  *   -s <address>   source address: the node given to fi_getinfo with FI_SOURCE (the server
  *                  gives its -B port as the service), and the address the server's
  *                  out-of-band socket listens on
- *   -S <size>|all  one transfer size (k/m/g suffixes) or every power of two up to 8 MiB
- *   -I <iterations>  -w <warmup iterations>  -W <window>
+ *   -S <size>|all|r:<first>,<step>,<last>|l:<size>,<size>...
+ *                  one transfer size (k/m/g suffixes allowed), fabtests' full list (every power
+ *                  of two from 1 B to 8 MiB and the point half-way to the next, 1 B to 8 MiB),
+ *                  a range or a list; without -S, the program's defaults (fabtests': 64 B,
+ *                  256 B, 1 KiB, 4 KiB, 64 KiB, 1 MiB)
+ *   -I <iterations>  -w <warmup iterations (10)>  -W <window (64)>
+ *   -j <bytes>     largest size sent by inject (default: the endpoint's, as fabtests asks it)
  *   -B <port>  server's out-of-band TCP port (default 9228)
  *   -P <port>  port the client connects to (default 9228)
  *   -E         out-of-band address exchange over TCP (always on here; accepted for fabtests)
@@ -67,9 +72,13 @@ static enum fi_threading ft_threading = FI_THREAD_DOMAIN;
 
 static struct {
 	const char *prov, *domain, *host, *src;
-	size_t size; /* 0: the program's default sizes, SIZE_MAX: all */
+	size_t size; /* 0: the program's default sizes, SIZE_MAX: the list in `sizes` */
+	size_t sizes[64], nsizes;
+	long inject; /* -j; -1: the endpoint's */
 	int iters, warmup, window, port, check;
-} ft_opt = { .warmup = 10, .window = 64, .port = 9228 };
+} ft_opt = { .warmup = 10, .window = 64, .port = 9228, .inject = -1 };
+/* Operation flags asked of the transmit context (e.g. FI_DELIVERY_COMPLETE). */
+static uint64_t ft_tx_op_flags;
 
 static struct fi_info *ft_info;
 static struct fid_fabric *ft_fabric;
@@ -131,6 +140,46 @@ static inline size_t ft_parse_size(const char *s)
 	return v;
 }
 
+/* -S: one size, "all" (fabtests' list: 1, then each power of two from 2 B to 8 MiB followed by
+ * the point half-way to the next, up to 8 MiB), "r:first,step,last" or "l:a,b,c". */
+static inline void ft_parse_sizes(const char *arg)
+{
+	ft_opt.size = SIZE_MAX;
+	ft_opt.nsizes = 0;
+	if (!strcmp(arg, "all")) {
+		ft_opt.sizes[ft_opt.nsizes++] = 1;
+		for (size_t s = 2; s <= (8 << 20); s <<= 1) {
+			ft_opt.sizes[ft_opt.nsizes++] = s;
+			if (s < (8 << 20))
+				ft_opt.sizes[ft_opt.nsizes++] = s + s / 2;
+		}
+	} else if (!strncmp(arg, "r:", 2)) {
+		size_t first, step, last;
+
+		if (sscanf(arg + 2, "%zu,%zu,%zu", &first, &step, &last) != 3 || !step ||
+		    last < first)
+			FT_DIE("bad size range '%s'", arg);
+		for (size_t s = first; s <= last; s += step) {
+			if (ft_opt.nsizes == sizeof(ft_opt.sizes) / sizeof(ft_opt.sizes[0]))
+				FT_DIE("size range '%s' has too many sizes", arg);
+			ft_opt.sizes[ft_opt.nsizes++] = s;
+		}
+	} else if (!strncmp(arg, "l:", 2)) {
+		char list[256], *save = NULL;
+
+		snprintf(list, sizeof(list), "%s", arg + 2);
+		for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			if (ft_opt.nsizes == sizeof(ft_opt.sizes) / sizeof(ft_opt.sizes[0]))
+				FT_DIE("size list '%s' has too many sizes", arg);
+			ft_opt.sizes[ft_opt.nsizes++] = ft_parse_size(t);
+		}
+	} else {
+		ft_opt.size = ft_parse_size(arg);
+	}
+	if (ft_opt.size == 0 || (ft_opt.size == SIZE_MAX && ft_opt.nsizes == 0))
+		FT_DIE("bad size '%s'", arg);
+}
+
 /*
  * Parses the common options and, for the letters in `extra` (getopt syntax), calls `own`.
  * Leaves the server host, if any, in ft_opt.host.
@@ -141,7 +190,7 @@ static inline void ft_parse(int argc, char **argv, const char *extra,
 	char optstring[64];
 	int c;
 
-	snprintf(optstring, sizeof(optstring), "p:d:e:s:S:I:w:W:B:P:Evh%s", extra);
+	snprintf(optstring, sizeof(optstring), "p:d:e:s:S:I:w:W:B:P:j:Evh%s", extra);
 	while ((c = getopt(argc, argv, optstring)) != -1) {
 		switch (c) {
 		case 'p': ft_opt.prov = optarg; break;
@@ -152,8 +201,9 @@ static inline void ft_parse(int argc, char **argv, const char *extra,
 				FT_DIE("only -e rdm is supported");
 			break;
 		case 'S':
-			ft_opt.size = strcmp(optarg, "all") ? ft_parse_size(optarg) : SIZE_MAX;
+			ft_parse_sizes(optarg);
 			break;
+		case 'j': ft_opt.inject = atol(optarg); break;
 		case 'I': ft_opt.iters = atoi(optarg); break;
 		case 'w': ft_opt.warmup = atoi(optarg); break;
 		case 'W': ft_opt.window = atoi(optarg); break;
@@ -174,14 +224,14 @@ static inline void ft_parse(int argc, char **argv, const char *extra,
 		usage();
 }
 
-/* The sizes a run covers: -S's, every power of two to 8 MiB for -S all, else the defaults. */
+/* The sizes a run covers: -S's one size or list, else the defaults. */
 static inline size_t ft_sizes(size_t *sizes, size_t cap, const size_t *defaults, size_t ndefaults)
 {
 	size_t n = 0;
 
 	if (ft_opt.size == SIZE_MAX)
-		for (size_t s = 1; s <= (8 << 20) && n < cap; s <<= 1)
-			sizes[n++] = s;
+		for (size_t i = 0; i < ft_opt.nsizes && n < cap; i++)
+			sizes[n++] = ft_opt.sizes[i];
 	else if (ft_opt.size)
 		sizes[n++] = ft_opt.size;
 	else
@@ -191,7 +241,7 @@ static inline size_t ft_sizes(size_t *sizes, size_t cap, const size_t *defaults,
 }
 
 /* Transfers per size: -I's, else `small` below 64 KiB, `mid` below 1 MiB, `big` from there
- * (enough for a stable figure without making large sizes slow). */
+ * (fabtests: 20000/2000/200 for bandwidth tests, 10000/1000/100 for ping-pongs). */
 static inline int ft_iterations(size_t size, int small, int mid, int big)
 {
 	if (ft_opt.iters)
@@ -335,6 +385,7 @@ static inline void ft_open(uint64_t caps, size_t size)
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 	hints->domain_attr->threading = ft_threading;
+	hints->tx_attr->op_flags = ft_tx_op_flags;
 	if (ft_opt.prov)
 		hints->fabric_attr->prov_name = strdup(ft_opt.prov);
 	if (ft_opt.domain)
@@ -433,25 +484,49 @@ static inline void ft_close(void)
 
 /*
  * A benchmark's whole run: connects, opens an endpoint with `caps` and a buffer of
- * `buf_per_size` times the largest size, says `what` it measures, exchanges addresses, calls
- * `run_size` for every size the options ask for (the provider's max_msg_size allowing), closes.
+ * `buf_size(largest size, number of sizes)` bytes, says `what` it measures, exchanges
+ * addresses, calls `run_size` for every size the options ask for (the provider's max_msg_size
+ * allowing), closes.
  */
-static inline void ft_run_sizes(uint64_t caps, size_t buf_per_size, const size_t *defaults,
-				size_t ndefaults, const char *what,
+static inline void ft_run_sizes(uint64_t caps, size_t (*buf_size)(size_t max),
+				const size_t *defaults, size_t ndefaults, const char *what,
 				void (*run_size)(size_t size, int first))
 {
-	size_t sizes[40], n = ft_sizes(sizes, 40, defaults, ndefaults), max = 0;
+	size_t sizes[64], n = ft_sizes(sizes, 64, defaults, ndefaults), max = 0;
 
 	for (size_t i = 0; i < n; i++)
 		if (sizes[i] > max)
 			max = sizes[i];
 	ft_oob_connect();
-	ft_open(caps, buf_per_size * max);
+	ft_open(caps, buf_size(max));
 	ft_banner(what);
 	ft_exchange();
 	for (size_t i = 0; i < n && sizes[i] <= ft_info->ep_attr->max_msg_size; i++)
 		run_size(sizes[i], i == 0);
 	ft_close();
+}
+
+/*
+ * The largest size a program sends by inject, as fabtests decides it: -j if given, else the
+ * endpoint's answer to fi_getopt(FI_OPT_ENDPOINT, `opt`) (FI_OPT_INJECT_MSG_SIZE or
+ * FI_OPT_INJECT_RMA_SIZE, libfabric 2.x), else the tx_attr's inject_size (libraries that do
+ * not know the option, such as 1.x).
+ */
+#define FT_OPT_INJECT_MSG_SIZE 16 /* the 2.x API's values, absent from 1.x headers */
+#define FT_OPT_INJECT_RMA_SIZE 18
+#if FI_MAJOR_VERSION >= 2
+_Static_assert(FT_OPT_INJECT_MSG_SIZE == FI_OPT_INJECT_MSG_SIZE &&
+	       FT_OPT_INJECT_RMA_SIZE == FI_OPT_INJECT_RMA_SIZE, "the 2.x option numbers");
+#endif
+static inline size_t ft_inject_size(int opt)
+{
+	size_t v = ft_info->tx_attr->inject_size, len = sizeof(v);
+
+	if (ft_opt.inject >= 0)
+		return (size_t)ft_opt.inject;
+	if (fi_getopt(&ft_ep->fid, FI_OPT_ENDPOINT, opt, &v, &len))
+		v = ft_info->tx_attr->inject_size;
+	return v;
 }
 
 /* ---- completions ---- */
@@ -571,6 +646,62 @@ static void ft_progress(void)
 			FT_DIE("%s: %s (%zd)", #call, fi_strerror((int)-r_), r_);       \
 	} while (0)
 
+/*
+ * Waits for the completion of the operation posted with context `ctx`; other completions
+ * read meanwhile are kept for ft_wait/ft_next.
+ */
+static inline void ft_wait_ctx(void *ctx)
+{
+	double since = ft_now();
+
+	for (int i = 0; i < ft_nearly; i++) {
+		if (ft_early[i].op_context == ctx) {
+			memmove(&ft_early[i], &ft_early[i + 1], (--ft_nearly - i) * sizeof(ft_early[0]));
+			return;
+		}
+	}
+	for (;;) {
+		struct fi_cq_tagged_entry e;
+		ssize_t r = fi_cq_read(ft_cq, &e, 1);
+
+		if (r == 1) {
+			if (e.op_context == ctx)
+				return;
+			if (ft_nearly == (int)(sizeof(ft_early) / sizeof(ft_early[0])))
+				FT_DIE("too many completions while waiting for one");
+			ft_early[ft_nearly++] = e;
+		} else if (r == -FI_EAVAIL) {
+			ft_cq_error();
+		} else if (r != -FI_EAGAIN) {
+			FT_DIE("fi_cq_read: %s", fi_strerror((int)-r));
+		} else if (ft_now() - since > 30) {
+			FT_DIE("no completion for 30 s");
+		}
+	}
+}
+
+/*
+ * fabtests' in-band sync (its default with -E): the client sends the server a message and
+ * waits for the server's, which the server sends once it has the client's. Messages cross the
+ * fabric behind what each side posted before, where ft_sync's socket does not wait for them.
+ * (fabtests sends 0 bytes with FI_DELIVERY_COMPLETE; Debian 1.17's shm never delivers that
+ * one here, so 4 bytes.) Uses the first half of the control bytes; waits for its own
+ * operations by context, as the peer may already be sending what comes next.
+ */
+static inline void ft_sync_inband(void)
+{
+	static int rx_ctx, tx_ctx;
+	uint8_t *c = ft_buf + ft_buf_size;
+
+	FT_POST(fi_recv(ft_ep, c, FT_CTRL_SIZE / 4, ft_desc, ft_peer, &rx_ctx));
+	if (!ft_client())
+		ft_wait_ctx(&rx_ctx);
+	FT_POST(fi_send(ft_ep, c + FT_CTRL_SIZE / 4, 4, ft_desc, ft_peer, &tx_ctx));
+	if (ft_client())
+		ft_wait_ctx(&rx_ctx);
+	ft_wait_ctx(&tx_ctx);
+}
+
 /* ---- functional tests ---- */
 
 /* One "ok:" line per step, printed by the client. */
@@ -631,32 +762,57 @@ static inline void ft_verify(const uint8_t *p, size_t n, size_t seed, const char
 
 /* ---- output, as fabtests' performance tests ---- */
 
-static inline void ft_size_str(char *s, size_t n, double v)
+/* Bytes as fabtests writes them: binary units, one decimal below 10 of a unit ("1.5k"). */
+static inline void ft_size_str(char *s, size_t n, unsigned long long v)
 {
-	if (v >= (1 << 30))
-		snprintf(s, n, "%.0fg", v / (1 << 30));
-	else if (v >= (1 << 20))
-		snprintf(s, n, "%.0fm", v / (1 << 20));
-	else if (v >= (1 << 10))
-		snprintf(s, n, "%.0fk", v / (1 << 10));
-	else
-		snprintf(s, n, "%.0f", v);
+	static const char mag[] = { 'g', 'm', 'k' };
+	unsigned long long base = 1ULL << 30;
+
+	for (int i = 0; i < 3; i++, base >>= 10) {
+		if (v < base)
+			continue;
+		unsigned long long whole = v / base, tenth = whole < 10 ? (v % base) * 10 / base : 0;
+
+		if (tenth)
+			snprintf(s, n, "%llu.%llu%c", whole, tenth, mag[i]);
+		else
+			snprintf(s, n, "%llu%c", whole, mag[i]);
+		return;
+	}
+	snprintf(s, n, "%llu", v);
 }
 
-/* One row; `xfers` transfers of `size` bytes per iteration (2 for a ping-pong). */
+/* Counts as fabtests writes them: decimal units, truncated ("20k"). */
+static inline void ft_count_str(char *s, size_t n, unsigned long long v)
+{
+	if (v >= 1000000000)
+		snprintf(s, n, "%llub", v / 1000000000);
+	else if (v >= 1000000)
+		snprintf(s, n, "%llum", v / 1000000);
+	else if (v >= 1000)
+		snprintf(s, n, "%lluk", v / 1000);
+	else
+		snprintf(s, n, "%llu", v);
+}
+
+/*
+ * One row in fabtests' columns; `xfers` transfers of `size` bytes per iteration (2 for a
+ * ping-pong, whose usec/xfer is then half a round trip). MB is 10^6 bytes; the data columns
+ * are narrower than their headings, as in fabtests.
+ */
 static inline void ft_show(size_t size, int iters, double elapsed, int xfers, int first)
 {
-	char b[16], it[16], tot[16];
-	double n = (double)iters * xfers;
+	char b[32], it[32], tot[32];
+	double n = (double)iters * xfers, usec = elapsed * 1e6 / n;
 
 	if (first)
 		printf("%-8s%-8s%-8s%8s %10s%13s%13s\n", "bytes", "iters", "total", "time",
 		       "MB/sec", "usec/xfer", "Mxfers/sec");
 	ft_size_str(b, sizeof(b), size);
-	ft_size_str(it, sizeof(it), iters);
-	ft_size_str(tot, sizeof(tot), (double)size * n);
-	printf("%-8s%-8s%-8s%7.2fs %10.2f%13.2f%13.2f\n", b, it, tot, elapsed,
-	       size * n / elapsed / 1e6, elapsed * 1e6 / n, n / elapsed / 1e6);
+	ft_count_str(it, sizeof(it), iters);
+	ft_size_str(tot, sizeof(tot), (unsigned long long)size * iters * xfers);
+	printf("%-8s%-8s%-8s%8.2fs%10.2f%11.2f%11.2f\n", b, it, tot, elapsed,
+	       size * n / elapsed / 1e6, usec, 1 / usec);
 	fflush(stdout);
 }
 

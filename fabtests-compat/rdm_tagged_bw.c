@@ -1,96 +1,111 @@
 /*
- * rdm_tagged_bw: tagged-message bandwidth and message rate between two processes, as
- * upstream fabtests' fi_rdm_tagged_bw measures them (common options in common.h). The client
- * sends windows of tagged messages; the server keeps a window of tagged receives posted, and
- * checks each message's tag, length and (-v) data. Each size ends with an untagged message.
+ * rdm_tagged_bw: tagged-message bandwidth and message rate between two processes, moving the
+ * traffic of upstream fabtests' fi_rdm_tagged_bw (common options in common.h). The client
+ * sends windows of -W tagged messages from one buffer (fi_tinject up to the endpoint's inject
+ * size), then waits for their completions and for a 4-byte answer; the server posts a window
+ * of receives into one buffer, waits for the window's messages (checking each one's tag and
+ * length, and with -v the bytes), then answers. The clock runs from the end of the -w warm-up
+ * messages to the last answer (the client prints).
  */
 #include "common.h"
 
 /*
- * One tag for every message, matched exactly: Debian's libfabric 1.17 shm stops delivering
- * under this flood when the receives carry ignore bits (so the tag cannot number the
- * messages without losing the upstream row of `make bench`).
+ * Data messages carry the tag TAG + their number within the size, matched exactly (no ignore
+ * bits: Debian's libfabric 1.17 shm stops delivering under this flood when receives carry
+ * them); the receiver's answers carry ACK.
  */
 #define TAG 0x7a6700000000ULL
+#define ACK 0x7a6800000000ULL
 
 static void run_size(size_t size, int first)
 {
-	int iters = ft_iterations(size, 10000, 2000, 200), total = iters + ft_opt.warmup;
-	uint8_t *ctrl = ft_buf + ft_buf_size;
-	double start = 0, elapsed = 0;
+	int iters = ft_iterations(size, 20000, 2000, 200), total = iters + ft_opt.warmup;
+	/* The send buffer, then the receive buffer (receives at least fabtests' 1 KiB control
+	 * size): every message of a window uses the same one, as in fabtests. The answers use the
+	 * second half of the control bytes (ft_sync_inband the first). */
+	size_t rx_len = size > 1024 ? size : 1024;
+	uint8_t *tx = ft_buf, *rx = ft_buf + ft_buf_size / 2;
+	uint8_t *ack = ft_buf + ft_buf_size + FT_CTRL_SIZE / 2;
+	/* fabtests asks the endpoint's message inject size (FI_OPT_INJECT_MSG_SIZE, also for
+	 * tagged messages) and injects up to it, with -v too. */
+	size_t inject = ft_inject_size(FT_OPT_INJECT_MSG_SIZE);
+	double start = 0, elapsed;
+	int j = 0, counted = 0;
 
 	if (ft_client() && ft_opt.check)
-		ft_fill(ft_buf, size, size);
-	if (!ft_client())
-		FT_POST(fi_recv(ft_ep, ctrl, FT_CTRL_SIZE, ft_desc, ft_peer, NULL));
-	ft_sync();
-	if (ft_client()) {
-		int outstanding = 0;
-
-		for (int i = 0; i < total; i++) {
-			if (i == ft_opt.warmup) {
-				ft_wait(outstanding, NULL);
-				outstanding = 0;
-				start = ft_now();
+		ft_fill(tx, size, size);
+	ft_sync_inband();
+	/* The sender keeps a receive posted for the next answer. */
+	if (ft_client())
+		FT_POST(fi_trecv(ft_ep, ack, FT_CTRL_SIZE / 2, ft_desc, ft_peer, ACK, 0, NULL));
+	for (int i = 0; i < total; i++) {
+		if (i == ft_opt.warmup)
+			start = ft_now();
+		if (ft_client()) {
+			if (size <= inject) {
+				FT_POST(fi_tinject(ft_ep, tx, size, ft_peer, TAG + i));
+			} else {
+				FT_POST(fi_tsend(ft_ep, tx, size, ft_desc, ft_peer, TAG + i, NULL));
+				counted++;
 			}
-			/* fi_tsend, not fi_tinject, even for small messages: its completions pace
-			 * the sender to what the receiver has taken in. */
-			FT_POST(fi_tsend(ft_ep, ft_buf, size, ft_desc, ft_peer, TAG,
-					 NULL));
-			outstanding++;
-			if (outstanding == ft_opt.window) {
-				ft_wait(outstanding, NULL);
-				outstanding = 0;
-			}
+		} else {
+			FT_POST(fi_trecv(ft_ep, rx, rx_len, ft_desc, ft_peer, TAG + i, 0, NULL));
 		}
-		ft_wait(outstanding, NULL);
-		elapsed = ft_now() - start;
-		FT_POST(fi_send(ft_ep, ctrl, 4, ft_desc, ft_peer, NULL));
-		ft_wait(1, NULL);
-		ft_show(size, iters, elapsed, 1, first);
-		return;
-	}
-	/* Every message arrives with its size and tag. (Those that came before their receive
-	 * was posted complete after the end-of-size message, which had its receive.) */
-	int posted = 0, got = 0, ctrl_in = 0;
-
-	while (got < total || !ctrl_in) {
-		struct fi_cq_tagged_entry e;
-
-		while (posted < total && posted - got < ft_opt.window) {
-			FT_POST(fi_trecv(ft_ep, ft_buf, size, ft_desc, ft_peer, TAG, 0, NULL));
-			posted++;
-		}
-		ft_next(&e, NULL);
-		if (!(e.flags & FI_TAGGED)) {
-			ctrl_in = 1;
+		if (++j < ft_opt.window && i + 1 < total)
 			continue;
+		/*
+		 * The end of a window: the sender waits for its sends' completions, then for the
+		 * receiver's answer (and posts the receive for the next); the receiver waits for
+		 * the window's messages, checks them and answers with 4 bytes.
+		 */
+		if (ft_client()) {
+			ft_wait(counted + 1, NULL);
+			if (i + 1 < total)
+				FT_POST(fi_trecv(ft_ep, ack, FT_CTRL_SIZE / 2, ft_desc, ft_peer, ACK,
+						 0, NULL));
+		} else {
+			for (int k = 0; k < j; k++) {
+				struct fi_cq_tagged_entry e;
+
+				ft_next(&e, NULL);
+				if (!(e.flags & FI_TAGGED) || !(e.flags & FI_RECV) || e.len != size ||
+				    e.tag < TAG + i + 1 - j || e.tag > TAG + i)
+					FT_DIE("tagged message %d of %zu B: flags 0x%" PRIx64
+					       ", len %zu, tag 0x%" PRIx64, i + 1 - j + k, size,
+					       e.flags, e.len, e.tag);
+			}
+			if (ft_opt.check)
+				ft_verify(rx, size, size, "tagged receive");
+			FT_POST(fi_tsend(ft_ep, ack, 4, ft_desc, ft_peer, ACK, NULL));
+			ft_wait(1, NULL);
 		}
-		if (e.len != size || e.tag != TAG)
-			FT_DIE("tagged message %d of %zu B: len %zu, tag 0x%" PRIx64, got, size,
-			       e.len, e.tag);
-		got++;
+		j = counted = 0;
 	}
-	if (ft_opt.check)
-		ft_verify(ft_buf, size, size, "tagged receive");
+	elapsed = ft_now() - start;
+	if (ft_client())
+		ft_show(size, iters, elapsed, 1, first);
+}
+
+static size_t buf_size(size_t max)
+{
+	return 2 * (max > 1024 ? max : 1024);
 }
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: rdm_tagged_bw [-p prov] [-d domain] [-s src] [-e rdm] [-S size|all] "
-			"[-I iters] [-w warmup] [-W window] [-B port] [-P port] [-E] [-v] "
+			"[-I iters] [-w warmup] [-W window] [-j inject] [-B port] [-P port] [-E] [-v] "
 			"[server]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	static const size_t defaults[] = { 8, 64, 256, 1 << 10, 4 << 10, 16 << 10, 64 << 10,
-					   256 << 10, 1 << 20 };
+	static const size_t defaults[] = { 64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20 };
 
 	ft_prog = "rdm_tagged_bw";
 	ft_parse(argc, argv, "", NULL, usage);
-	ft_run_sizes(FI_MSG | FI_TAGGED, 1, defaults, sizeof(defaults) / sizeof(defaults[0]),
-		     "tagged", run_size);
+	ft_run_sizes(FI_MSG | FI_TAGGED, buf_size, defaults,
+		     sizeof(defaults) / sizeof(defaults[0]), "tagged", run_size);
 	return 0;
 }

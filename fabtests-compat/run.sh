@@ -38,10 +38,14 @@ use_env() {
 }
 targs() { echo "${1##*|}"; }
 
-# The benchmarks, every size with data checks, and the functional tests.
+# The benchmarks, every size of fabtests' -S all with data checks (write and read both ways,
+# as fabtests moves them, and one way), small writes by inject (fabtests does not inject with
+# -v), and the functional tests.
 perf_cases=(
 	"rma_bw -o write -S all -I 20 -w 2 -v"
 	"rma_bw -o read -S all -I 20 -w 2 -v"
+	"rma_bw -o write -u -S all -I 20 -w 2 -v"
+	"rma_bw -o write -S r:1,9,100 -I 200 -w 2"
 	"rma_bw -o writedata -S all -I 20 -w 2 -v"
 	"rdm_tagged_bw -S all -I 20 -w 2 -v"
 	"rdm_pingpong -o msg -S all -I 10 -w 1 -v"
@@ -117,10 +121,10 @@ several() {
 	rm -rf "$dir"
 }
 
-# The table's sizes, and column $1 (unit $2) of its last row.
+# The table's sizes, and column $1 (unit $2) of its last row; $3: what was checked.
 figures() {
-	awk -v col="$1" -v unit="$2" '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 7 { n++; last = "at " $1 ": " $col " " unit }
-		END { print n " size(s), data checked; " last }'
+	awk -v col="$1" -v unit="$2" -v checked="$3" '$1 ~ /^[0-9.]+[kmg]?$/ && NF >= 7 { n++; last = "at " $1 ": " $col " " unit }
+		END { print n " size(s)" checked "; " last }'
 }
 
 # rdm_mtu between two processes that differ: $1 what to call the run, $2 and $3 the server's
@@ -153,12 +157,13 @@ mixed() {
 # (functional tests).
 run_case() {
 	local name=$1 t=$2 load=$3; shift 3
-	local out
+	local out checked=""
+	[[ " $* " == *" -v "* ]] && checked=", data checked"
 	# shellcheck disable=SC2046
 	if out=$(use_env "$t"; pair "$load" "$1" $(targs "$t") "${@:2}"); then
 		case $1 in
-		rdm_*_bw | rma_bw) echo "ok: $name: $(figures 5 MB/s <<<"$out")" ;;
-		rdm_pingpong) echo "ok: $name: $(figures 6 us <<<"$out")" ;;
+		rdm_*_bw | rma_bw) echo "ok: $name: $(figures 5 MB/s "$checked" <<<"$out")" ;;
+		rdm_pingpong) echo "ok: $name: $(figures 6 us "$checked" <<<"$out")" ;;
 		rdm_multi) echo "ok: $name: 4 processes, $(grep -c '^ok: ' <<<"$out") step(s) passed" ;;
 		rdm_attrs)
 			echo "ok: $name: $(grep -c '^ok: ' <<<"$out") check(s) passed"
@@ -181,7 +186,7 @@ demo)
 		efa) what="efa as by default: a local peer is reached through shm" ;;
 		*) what=$(label "$t") ;;
 		esac
-		echo "== rma_bw -o write, $what (two processes, $(nproc) cores)"
+		echo "== rma_bw -o write (both sides write, as fabtests' fi_rma_bw), $what (two processes, $(nproc) cores)"
 		# shellcheck disable=SC2046
 		(use_env "$t"; pair "LD_LIBRARY_PATH=$libdir" rma_bw $(targs "$t") -o write) || fails=$((fails + 1))
 		echo
@@ -230,7 +235,7 @@ test)
 	# functional step still passes.
 	faults="loss=3,dup=1,corrupt=1,delay_us=200,seed=7"
 	t="efa-srd|FABRIC_SRD_FAULTS=$faults|-p efa -d srd_lo-rdm"
-	for c in "${perf_cases[@]:0:4}" "${functional[@]}"; do
+	for c in "${perf_cases[@]:0:2}" "${perf_cases[@]:3:3}" "${functional[@]}"; do
 		# shellcheck disable=SC2086
 		(export FI_EFA_ENABLE_SHM_TRANSFER=0
 		 run_case "efa-srd ${c%% -S*} with FABRIC_SRD_FAULTS=$faults" "$t" "LD_LIBRARY_PATH=$libdir" $c) ||
