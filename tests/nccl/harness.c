@@ -9,8 +9,8 @@
  *   harness [-t seconds] [-s size,size,...] [-v] <path to libnccl-net.so or libnccom-net.so>
  *
  * Sizes (unless -s): 0, 1, each device's efa inject size ± 1 and MTU ± 1 (what fi_getinfo
- * gives for the domain the plugin names the device after: tx_attr->inject_size,
- * nic->link_attr->mtu), 1 MiB and 8 MiB. Each cell gets two fresh processes, so a failed
+ * gives for the RDM domain the plugin names the device after, by domain or NIC device name:
+ * tx_attr->inject_size, nic->link_attr->mtu), 1 MiB and 8 MiB. Each cell gets two fresh processes, so a failed
  * transfer cannot poison the next one. Every wait is bounded by -t (default 20 s): a child
  * that runs out prints a FAIL line saying what it waited for; the driver kills a child whose
  * peer failed after a grace of 2 s, and both at -t + 5 s. A PASS or FAIL line per cell (with
@@ -433,8 +433,12 @@ static void discover_child(const char *plugin, int fd)
 		if ((ret = net->get_properties(d, &p)) || !p.name)
 			fail("getProperties(%d) returned %d", d, ret);
 		snprintf(devs[d].name, sizeof(devs[d].name), "%s", p.name);
+		/* The plugin names a device after the NIC's device name when there is one (as
+		 * upstream efa's verbs name), else after the domain. */
 		for (struct fi_info *i = info; i; i = i->next)
-			if (!strcmp(i->domain_attr->name, p.name)) {
+			if (!strcmp(i->domain_attr->name, p.name) ||
+			    (i->nic && i->nic->device_attr && i->nic->device_attr->name &&
+			     !strcmp(i->nic->device_attr->name, p.name))) {
 				devs[d].inject = i->tx_attr->inject_size;
 				if (i->nic && i->nic->link_attr)
 					devs[d].mtu = i->nic->link_attr->mtu;
