@@ -109,8 +109,10 @@ if [ -n "$lib" ]; then
 			"$@" timeout 1800 "$work/harness" ${NCCL_HARNESS_ARGS:-} "$lib" \
 				>"$log/$name.log" 2>&1
 			r=$?
-			# Each failed cell with its children's lines, then the table.
-			grep -E '^(FAIL|    )' "$log/$name.log" | head -200
+			# The devices, each failed cell (the children's lines of the first one), the
+			# table; the whole in the log.
+			awk '/^FAIL / { n++; print; next }
+			     /^    discovery\| / || (/^    [a-z]+\| / && n == 1) { print }' "$log/$name.log"
 			sed -n '/^sender -> receiver/,$p' "$log/$name.log"
 			[ $r -eq 0 ] || { echo "FAIL: $name (exit $r, log $log/$name.log)"; harness_rc=1; }
 		done
