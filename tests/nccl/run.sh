@@ -93,7 +93,7 @@ harness_rc=0
 if [ -n "$lib" ]; then
 	echo "== harness"
 	if ! cc -O2 -Wall -Wextra -Werror -I"$prefix/include" -o "$work/harness" \
-		"$repo/tests/nccl/harness.c" -L"$prefix/lib" -lfabric -ldl; then
+		"$repo/tests/nccl/harness.c" -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lfabric -ldl; then
 		echo "FAIL: harness does not build"
 		harness_rc=1
 	else
