@@ -11,9 +11,12 @@
 # install PREFIX=<scratch>/prefix`, builds the plugin with `./autogen.sh && ./configure
 # --with-libfabric=<prefix> --enable-neuron` (the flavour that needs no CUDA), and runs
 # `make check` with our library first on the library path, then probe.c (init, devices,
-# getProperties and fini of the plugin's ncclNet v6 table, with its log lines). Without a directory it prints
-# why it skips and exits 0. NCCL_CONFIGURE_ARGS adds configure options; JOBS sets make -j;
-# NCCL_PLUGIN_VERSION names the version of a tree with neither .git nor .release_version.
+# getProperties and fini of the plugin's ncclNet v6 table, with its log lines), then
+# harness.c (two processes exchanging host buffers through that table on every pair of
+# devices, with and without shm; a pass/fail table by pair and size). Without a directory it
+# prints why it skips and exits 0. NCCL_CONFIGURE_ARGS adds configure options; JOBS sets make -j;
+# NCCL_PLUGIN_VERSION names the version of a tree with neither .git nor .release_version;
+# NCCL_HARNESS_ARGS adds options to the harness.
 set -uo pipefail
 src=${1:-}
 if [ -z "$src" ]; then
@@ -82,6 +85,39 @@ else
 		rc=1
 	fi
 fi
+# Then two processes moving host buffers through the plugin (harness.c): every ordered pair
+# of devices, sizes around the inject size and MTU of each, up to 8 MiB. Once with
+# FI_EFA_ENABLE_SHM_TRANSFER=0, so that efa's SRD device carries everything, once as by
+# default (local peers over shm). NCCL_HARNESS_ARGS adds options (-t seconds, -s sizes, -v).
+harness_rc=0
+if [ -n "$lib" ]; then
+	echo "== harness"
+	if ! cc -O2 -Wall -Wextra -Werror -I"$prefix/include" -o "$work/harness" \
+		"$repo/tests/nccl/harness.c" -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lfabric -ldl; then
+		echo "FAIL: harness does not build"
+		harness_rc=1
+	else
+		for shm in 0 default; do
+			name=harness-shm-$shm
+			echo "== $name"
+			if [ $shm = default ]; then
+				set -- env -u FI_EFA_ENABLE_SHM_TRANSFER
+			else
+				set -- env FI_EFA_ENABLE_SHM_TRANSFER=$shm
+			fi
+			# shellcheck disable=SC2086
+			"$@" timeout 1800 "$work/harness" ${NCCL_HARNESS_ARGS:-} "$lib" \
+				>"$log/$name.log" 2>&1
+			r=$?
+			# The devices, each failed cell (the children's lines of the first one), the
+			# table; the whole in the log.
+			awk '/^FAIL / { n++; print; next }
+			     /^    discovery\| / || (/^    [a-z]+\| / && n == 1) { print }' "$log/$name.log"
+			sed -n '/^sender -> receiver/,$p' "$log/$name.log"
+			[ $r -eq 0 ] || { echo "FAIL: $name (exit $r, log $log/$name.log)"; harness_rc=1; }
+		done
+	fi
+fi
 if [ $rc -ne 0 ]; then
 	for f in $(find "$work/src/tests" -name '*.log' ! -name 'test-suite.log'); do
 		grep -qE '^(FAIL|ERROR)' "${f%.log}.trs" 2>/dev/null || continue
@@ -91,4 +127,8 @@ if [ $rc -ne 0 ]; then
 	echo "nccl: make check or probe failed (logs in $log and $work/src/tests)"
 	exit 1
 fi
-echo "nccl: make check and probe passed (scratch directory $work)"
+if [ $harness_rc -ne 0 ]; then
+	echo "nccl: make check and probe passed, the harness failed (logs in $log)"
+	exit 1
+fi
+echo "nccl: make check, probe and harness passed (scratch directory $work)"
