@@ -164,6 +164,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         let peer = &mut self.peers[p];
         let mut newly = 0u32;
         let mut sample = None;
+        let mut spurious = false;
         let base = peer.base;
         for (i, slot) in peer.slots.iter_mut().enumerate() {
             let seq = base.wrapping_add(i as u32);
@@ -174,6 +175,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             if acked && !slot.acked {
                 slot.acked = true;
                 newly += 1;
+                spurious |= peer
+                    .undo
+                    .is_some_and(|(_, _, order)| slot.sent_order < order);
                 if slot.transmissions == 1 && !slot.rnr_wait && slot.rnr == 0 {
                     sample = Some(now.saturating_sub(slot.first_sent));
                 }
@@ -193,6 +197,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             return;
         }
         peer.last_progress = now;
+        peer.timer_backed_off = false;
+        peer.probed = false;
+        if let Some((cwnd, ssthresh, _)) = peer.undo.take()
+            && spurious
+        {
+            peer.cwnd = peer.cwnd.max(cwnd);
+            peer.ssthresh = peer.ssthresh.max(ssthresh);
+            self.stats.timeouts_undone += 1;
+        }
         peer.rnr_backoff = 0;
         if let Some(rtt) = sample {
             peer.min_rtt = peer.min_rtt.min(rtt);

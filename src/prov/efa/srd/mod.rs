@@ -113,6 +113,12 @@ pub struct Stats {
     pub retransmits: u64,
     /// Retransmission timer expiries (a peer silent for a whole RTO).
     pub timeouts: u64,
+    /// Silences that ended with an acknowledgement of what was sent before them: the window
+    /// cut for them was restored.
+    pub timeouts_undone: u64,
+    /// Tail-loss probes (of `retransmits`): the newest datagram in flight sent again when
+    /// no ack came for two round trips.
+    pub probes: u64,
     pub acks_sent: u64,
     /// Of `acks_sent`, those that rode on a data datagram (DATA_ACK).
     pub acks_piggybacked: u64,
@@ -225,6 +231,15 @@ struct Peer<A> {
     min_rtt: Time,
     /// Last time an acknowledgement made progress (or the first send after idle).
     last_progress: Time,
+    /// The retransmission timer expired in silence since the last progress: `ssthresh`
+    /// already remembers the window from before that silence.
+    timer_backed_off: bool,
+    /// The window and threshold before that silence, and the `next_order` at its first
+    /// expiry: an acknowledgement of a copy put on the wire before then shows the timeout
+    /// spurious (the peer was slow to answer, not the network losing), and they are restored.
+    undo: Option<(f64, f64, u64)>,
+    /// A tail-loss probe went out since the last progress.
+    probed: bool,
     rnr_backoff: Time,
     // --- receiving ---
     /// Every sequence below this has been received (or given up by the sender).
@@ -274,6 +289,9 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             recoveries: 0,
             min_rtt: Time::MAX,
             last_progress: now,
+            timer_backed_off: false,
+            undo: None,
+            probed: false,
             rnr_backoff: 0,
             expected: 0,
             received: 0,
@@ -322,6 +340,34 @@ impl<A: Copy + Eq + Hash> Peer<A> {
     /// The reordering window of loss detection.
     fn reo_wnd(&self, min_rto: Time) -> Time {
         (self.srtt.unwrap_or(min_rto) / 4 * Time::from(self.reo_quarters)).max(REORDER_WINDOW_MIN)
+    }
+
+    /// When a tail-loss probe is due, and for which slot (RFC 8985 §7): the newest datagram in
+    /// flight goes again two round trips and an ack delay after it left, if no ack came and
+    /// the retransmission timer is not due first. A loss at the tail of a burst — or of the
+    /// only datagram, a request — then costs about a round trip instead of an RTO (whose
+    /// variance term, on a host that schedules the peer late, is many round trips), and
+    /// without the window cut of a timeout: the probe's ack reveals the rest to the ack
+    /// clock. One per progress.
+    fn probe_at(&self, ack_delay: Time) -> Option<(Time, usize)> {
+        if self.probed {
+            return None;
+        }
+        let srtt = self.srtt?;
+        let (i, newest) = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !s.acked && !s.rnr_wait)
+            .max_by_key(|(_, s)| s.sent_order)?;
+        let at = newest.last_sent + 2 * srtt + ack_delay;
+        let first_due = self
+            .slots
+            .iter()
+            .filter(|s| !s.acked)
+            .map(|s| s.due)
+            .min()?;
+        (at < first_due).then_some((at, i))
     }
 
     fn in_flight(&self) -> usize {
@@ -694,6 +740,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             for s in p.slots.iter().filter(|s| !s.acked) {
                 t = Some(t.map_or(s.due, |t| t.min(s.due)));
             }
+            if let Some((u, _)) = p.probe_at(self.cfg.ack_delay) {
+                t = Some(t.map_or(u, |t| t.min(u)));
+            }
             if p.busy() {
                 let u = p.last_progress + self.cfg.unreachable;
                 t = Some(t.map_or(u, |t| t.min(u)));
@@ -720,8 +769,27 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 self.fail_peer(p, Status::Unreachable);
                 continue;
             }
+            // A timer that expires while the peer keeps acknowledging other datagrams found a
+            // lost one at the tail, where nothing sent later could reveal it: a loss like any
+            // other. Only silence for a whole RTO means a congested or broken path: then the
+            // window collapses and the timer backs off.
+            if let Some((at, i)) = peer.probe_at(delay)
+                && now >= at
+            {
+                peer.probed = true;
+                // The timer keeps its time: the probe is no retransmission by it.
+                let due = peer.slots[i].due;
+                self.transmits.push_back(peer.resend(p, i, now));
+                peer.slots[i].due = due;
+                self.stats.retransmits += 1;
+                self.stats.probes += 1;
+            }
+            let silent = now >= peer.last_progress + peer.rto;
+            // What was on the wire before this expiry (for the undo below).
+            let order = peer.next_order;
             let mut timed_out = false;
             let mut lost = false;
+            let mut probed = false;
             for i in 0..peer.slots.len() {
                 let slot = &mut peer.slots[i];
                 if slot.acked || now < slot.due {
@@ -734,20 +802,36 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                     lost = true;
                 } else {
                     timed_out = true;
+                    // At the first expiry of a silence only the oldest goes again (F-RTO,
+                    // RFC 5682): the rest wait for its answer, which tells whether they were
+                    // lost. Later expiries send everything due (the probe may be lost too).
+                    if silent && !peer.timer_backed_off && core::mem::replace(&mut probed, true) {
+                        continue;
+                    }
                 }
                 self.transmits.push_back(peer.resend(p, i, now));
                 self.stats.retransmits += 1;
             }
-            // A timer that expires while the peer keeps acknowledging other datagrams found a
-            // lost one at the tail, where nothing sent later could reveal it: a loss like any
-            // other. Only silence for a whole RTO means a congested or broken path: then the
-            // window collapses and the timer backs off.
-            let silent = now >= peer.last_progress + peer.rto;
             if timed_out && silent {
                 self.stats.timeouts += 1;
-                peer.ssthresh = (peer.cwnd / 2.0).max(MIN_WINDOW);
+                // The window before the silence is remembered once: the expiries that follow
+                // in the same silence find it collapsed already, and a threshold taken from
+                // that would leave the window to grow back one datagram per round trip.
+                if !peer.timer_backed_off {
+                    peer.timer_backed_off = true;
+                    peer.undo = Some((peer.cwnd, peer.ssthresh, order));
+                    peer.ssthresh = (peer.cwnd / 2.0).max(MIN_WINDOW);
+                }
                 peer.cwnd = MIN_WINDOW;
                 peer.rto = (peer.rto * 2).min(max_rto);
+                // Nothing goes again before the backed-off timer, the probe included: an
+                // expiry in between would find the peer not yet silent for the longer RTO and
+                // send everything again as lost, leaving no original to tell a spurious
+                // timeout by.
+                let due = now + peer.rto;
+                for s in peer.slots.iter_mut().filter(|s| !s.acked && !s.rnr_wait) {
+                    s.due = s.due.max(due);
+                }
             } else if timed_out || lost {
                 peer.on_loss(now);
             }
@@ -771,6 +855,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         peer.cwnd = self.cfg.initial_window.min(self.cfg.max_window) as f64;
         peer.rto = self.cfg.min_rto.max(10 * MS);
         peer.srtt = None;
+        peer.timer_backed_off = false;
+        peer.undo = None;
+        peer.probed = false;
         peer.rnr_backoff = 0;
     }
 
