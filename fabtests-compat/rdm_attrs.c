@@ -3,8 +3,9 @@
  * checked as upstream efa gives them (one process, no peer):
  *
  *   - fi_info->nic of every efa RDM domain: no device name (the software device is no
- *     InfiniBand device), PCI bus attributes equal to the PCI function sysfs gives for the
- *     interface (FI_BUS_UNKNOWN on loopback), link speed in bits/s from sysfs, state up;
+ *     InfiniBand device), with FI_EFA_NIC_PCI set PCI bus attributes equal to the PCI
+ *     function sysfs gives for the interface, else (and always on loopback) FI_BUS_UNKNOWN;
+ *     link speed in bits/s from sysfs, state up;
  *   - FI_OPT_CUDA_API_PERMITTED: -FI_EINVAL, true or false (no CUDA library or device), on efa
  *     and shm endpoints;
  *   - fi_open_ops(fabric, FI_EFA_FEATURE_OPS): a query answering false for every name;
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <rdma/fabric.h>
@@ -164,6 +166,9 @@ static void check_nics(void)
 {
 	struct fi_info *list, *i;
 	int ret, pci_checked = 0, lo_checked = 0;
+	const char *pci_env = getenv("FI_EFA_NIC_PCI");
+	int pci_wanted = pci_env && (!strcmp(pci_env, "1") || !strcasecmp(pci_env, "yes") ||
+				      !strcasecmp(pci_env, "true") || !strcasecmp(pci_env, "on"));
 	char skip[2 * PATH_MAX + 64] = "no efa domain on an interface other than loopback";
 
 	list = rdm_info("efa", NULL, FI_MSG, &ret);
@@ -204,7 +209,19 @@ static void check_nics(void)
 		unsigned dom = 0, bus = 0, dev = 0, fn = 0;
 		char why[2 * PATH_MAX + 64];
 
-		if (sysfs_pci(ifname, &dom, &bus, &dev, &fn, why, sizeof why)) {
+		int pci = sysfs_pci(ifname, &dom, &bus, &dev, &fn, why, sizeof why);
+
+		if (pci && !pci_wanted) {
+			/* Off by default (FI_EFA_NIC_PCI): MPICH asserts on a PCI NIC its hwloc
+			 * cannot find. */
+			if (b->bus_type != FI_BUS_UNKNOWN)
+				FAIL("%s: bus type %d without FI_EFA_NIC_PCI", dn, (int)b->bus_type);
+			else
+				printf("ok: %s: FI_BUS_UNKNOWN without FI_EFA_NIC_PCI (sysfs: PCI "
+				       "%04x:%02x:%02x.%x)\n",
+				       dn, dom, bus, dev, fn);
+			pci_checked++;
+		} else if (pci) {
 			if (b->bus_type != FI_BUS_PCI || b->attr.pci.domain_id != dom ||
 			    b->attr.pci.bus_id != bus || b->attr.pci.device_id != dev ||
 			    b->attr.pci.function_id != fn)

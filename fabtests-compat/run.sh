@@ -212,6 +212,11 @@ test)
 		run_case "$(label "$t") rdm_attrs" "$t" "LD_LIBRARY_PATH=$libdir" rdm_attrs
 	done
 	run_case "LD_PRELOAD rdm_attrs" "${targets[1]}" "LD_PRELOAD=$libdir/libfabric.so.1" rdm_attrs
+	# FI_EFA_NIC_PCI: the PCI function under the interface in the bus attributes (off by
+	# default: MPICH asserts on a PCI NIC its hwloc cannot find).
+	export FI_EFA_NIC_PCI=1
+	run_case "efa FI_EFA_NIC_PCI=1 rdm_attrs" "${targets[1]}" "LD_LIBRARY_PATH=$libdir" rdm_attrs
+	unset FI_EFA_NIC_PCI
 	# fabtests' -s: the source address given to fi_getinfo (FI_SOURCE) picks the device.
 	run_case "efa-srd rma_bw -s 127.0.0.1" "efa-srd|FI_EFA_ENABLE_SHM_TRANSFER=0|-p efa -s 127.0.0.1" \
 		"LD_LIBRARY_PATH=$libdir" rma_bw -o write -S 64k -I 20 -v

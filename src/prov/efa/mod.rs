@@ -268,11 +268,15 @@ impl Kind {
 ///   device's name). The software device is no InfiniBand device, and fi_nic(3) sets fields
 ///   that do not apply to NULL; the device is named by `domain_attr.name` (`srd_<if>-rdm`).
 ///   Upstream's non-verbs providers (tcp, shm) give no NIC at all.
-/// - `bus_attr`: the interface's PCI function (sysfs `device`), as upstream reads the EFA
-///   device's; `FI_BUS_UNKNOWN` for virtual interfaces (loopback).
+/// - `bus_attr`: `FI_BUS_UNKNOWN` unless `FI_EFA_NIC_PCI` asks for the interface's PCI function
+///   (sysfs `device`, as upstream reads the EFA device's; still unknown on loopback). Off by
+///   default because MPICH places NICs by asking its hwloc for that PCI device and asserts
+///   when it is missing, which it is in builds whose hwloc has no PCI discovery (PyPI's
+///   mpich 5.0.2 aborts in `MPI_Init` with two efa domains listed); the software device
+///   is not that PCI function's queue pair anyway. NCCL's plugin reads it for `pciPath`.
 /// - `link_attr`: the device MTU (upstream: the port's largest message), the interface's speed
 ///   in bits/s (0 when the driver does not say), its operstate.
-fn nic(dev: &UdpDeviceInfo) -> Nic {
+fn nic(dev: &UdpDeviceInfo, pci: bool) -> Nic {
     use crate::sys::netif::LinkState;
     Nic {
         device: Some(DeviceAttr {
@@ -283,7 +287,7 @@ fn nic(dev: &UdpDeviceInfo) -> Nic {
             driver: Some("srd-udp".into()),
             firmware: Some(env!("CARGO_PKG_VERSION").into()),
         }),
-        bus: Some(match dev.link.pci {
+        bus: Some(match dev.link.pci.filter(|_| pci) {
             Some(p) => BusAttr {
                 bus_type: FI_BUS_PCI,
                 pci_domain_id: p.domain,
@@ -429,7 +433,7 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
             prov_version: PROV_VERSION,
             ..Default::default()
         },
-        nic: Some(nic(dev)),
+        nic: Some(nic(dev, nic_pci_enabled())),
         ..Default::default()
     }
 }
@@ -829,6 +833,17 @@ impl Domain for EfaDomain {
     }
 }
 
+/// `FI_EFA_NIC_PCI` (ours): report the interface's PCI function in `fi_nic`'s bus
+/// attributes ([`nic`] says why it is off by default).
+fn nic_pci_enabled() -> bool {
+    knob_bool(
+        PROV_NAME,
+        "nic_pci",
+        "Report the PCI function under the interface in fi_nic's bus attributes",
+        false,
+    )
+}
+
 /// fi_efa(7) `FI_EFA_ENABLE_SHM_TRANSFER`: peers on this host are reached through shm
 /// (`rdm/local.rs`); off, everything goes through the device.
 pub fn shm_transfer_enabled() -> bool {
@@ -894,8 +909,8 @@ mod tests {
         }
     }
 
-    /// fi_nic(3) as upstream efa fills it: the PCI function and speed of the interface under
-    /// the device, no device name (module docs of `nic`).
+    /// fi_nic(3) as upstream efa fills it: the PCI function (when asked for) and speed of the
+    /// interface under the device, no device name (module docs of `nic`).
     #[test]
     fn nic_describes_the_interface_under_the_device() {
         let pci = crate::sys::netif::PciAddr {
@@ -904,7 +919,7 @@ mod tests {
             device: 5,
             function: 6,
         };
-        let n = nic(&dev_on(Some(pci), 25_000_000_000));
+        let n = nic(&dev_on(Some(pci), 25_000_000_000), true);
         let d = n.device.unwrap();
         assert_eq!(d.name, None);
         assert_eq!(d.vendor_id.as_deref(), Some("0x1d0f"));
@@ -925,7 +940,11 @@ mod tests {
         );
         assert_eq!(l.address.as_deref(), Some("EFA-::ffff:192.0.2.2"));
 
-        let n = nic(&dev_on(None, 0));
+        // Without FI_EFA_NIC_PCI the same interface has no bus attributes.
+        let n = nic(&dev_on(Some(pci), 25_000_000_000), false);
+        assert_eq!(n.bus.unwrap().bus_type, FI_BUS_UNSPEC);
+
+        let n = nic(&dev_on(None, 0), true);
         assert_eq!(n.bus.unwrap().bus_type, FI_BUS_UNSPEC);
         assert_eq!(n.link.unwrap().speed, 0);
     }
