@@ -1192,3 +1192,49 @@ fn a_delivery_complete_send_completes_when_its_receiver_closes_at_once() {
         }
     }
 }
+
+/// fabtests' `fi_rdm_bw_mt -g` at 1 MiB: many endpoint pairs, each pair driven by its own two
+/// threads, exchange 1 MiB messages both ways at once (rendezvous, cross-memory attach),
+/// more threads than cores. Every send and receive completes, with the data sent.
+#[test]
+fn many_endpoints_exchange_mebibyte_messages_at_once() {
+    const PAIRS: usize = 12;
+    const ROUNDS: usize = 3;
+    const LEN: usize = 1 << 20;
+    let nodes: Vec<(Node, Node)> = (0..PAIRS)
+        .map(|_| (Node::open(&SHM, CAPS), Node::open(&SHM, CAPS)))
+        .collect();
+    std::thread::scope(|sc| {
+        for (k, (a, b)) in nodes.iter().enumerate() {
+            let ab = a.insert_hex(&b.name_hex());
+            let ba = b.insert_hex(&a.name_hex());
+            for (me, peer, first) in [(a, ab, true), (b, ba, false)] {
+                sc.spawn(move || {
+                    for r in 0..ROUNDS {
+                        let seed = (k * 31 + r) as u8;
+                        let (tx, txv) = buf(LEN);
+                        tx.copy_from_slice(&pattern(LEN, seed.wrapping_add(u8::from(first))));
+                        let (rx, rxv) = buf(LEN);
+                        me.recv(&[rxv], peer, None, 1, 0, Call::Plain).unwrap();
+                        me.send(&[txv], peer, None, 2, 0, Call::Plain).unwrap();
+                        let mut got = [false; 2];
+                        for _ in 0..2 {
+                            let e = me.wait(120).unwrap_or_else(|e| {
+                                panic!("pair {k} round {r}: error completion {e:?}")
+                            });
+                            got[e.op_context - 1] = true;
+                            if e.op_context == 1 {
+                                assert_eq!(e.len, LEN);
+                            }
+                        }
+                        assert_eq!(got, [true, true]);
+                        assert!(
+                            rx[..] == pattern(LEN, seed.wrapping_add(u8::from(!first)))[..],
+                            "pair {k} round {r}: data"
+                        );
+                    }
+                });
+            }
+        }
+    });
+}
