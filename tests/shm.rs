@@ -1129,3 +1129,112 @@ fn messages_and_rma_between_pid_namespaces() {
         assert!(relay(vec![s, c]), "{scenario}: a child failed");
     }
 }
+
+/// One server endpoint answering client endpoints of the same process that come and go in
+/// turn (fabtests' `fi_rdm_multi_client -U`): each client receives the server's
+/// delivery-complete send, which it acknowledges, and closes at once. The server's send must
+/// complete, not fail as sent to a peer that is gone: the client acknowledged before closing,
+/// so its ACK is in the server's ring when the server sees it closed. The client's messages
+/// ahead of the ACK (more than one progress call takes) put the ACK past the first batch, where
+/// the server's periodic liveness check runs; every other client's CONNECT, too, reaches
+/// the server only after that client closed.
+#[test]
+fn a_delivery_complete_send_completes_when_its_receiver_closes_at_once() {
+    const AHEAD: usize = 100;
+    let s = Node::open(&SHM, CAPS);
+    for k in 0..4u8 {
+        let c = Node::open(&SHM, CAPS);
+        let sc = s.insert_hex(&c.name_hex());
+        let cs = c.insert_hex(&s.name_hex());
+        let (sb, sv) = buf(16);
+        sb.copy_from_slice(&pattern(16, k));
+        s.send(
+            &[sv],
+            sc,
+            None,
+            7,
+            FI_DELIVERY_COMPLETE | FI_COMPLETION,
+            Call::Msg,
+        )
+        .unwrap();
+        for i in 0..AHEAD {
+            let (b, v) = buf(8);
+            b.copy_from_slice(&pattern(8, i as u8));
+            c.send(&[v], cs, None, i, 0, Call::Plain).unwrap();
+            if i == 0 && k % 2 == 0 {
+                // The server takes the client's CONNECT while the client lives (as in a
+                // ping-pong); otherwise only after the client closed.
+                s.cq.progress();
+            }
+        }
+        c.wait_n(AHEAD);
+        let (rb, rv) = buf(16);
+        c.recv(&[rv], FI_ADDR_UNSPEC, None, 1, 0, Call::Plain)
+            .unwrap();
+        let e = c.wait(30).expect("the client's receive");
+        assert_eq!(e.op_context, 1);
+        assert_eq!(&rb[..], &pattern(16, k)[..]);
+        c.ep.close().unwrap();
+        drop(c);
+        // The server's liveness check is due on its next progress call.
+        std::thread::sleep(Duration::from_millis(150));
+        let e = s
+            .wait(30)
+            .unwrap_or_else(|e| panic!("client {k}: the server's send failed: {e:?}"));
+        assert_eq!(e.op_context, 7);
+        for i in 0..AHEAD {
+            let (b, v) = buf(8);
+            s.recv(&[v], FI_ADDR_UNSPEC, None, i, 0, Call::Plain)
+                .unwrap();
+            let e = s.wait(30).expect("the client's message");
+            assert_eq!(e.op_context, i);
+            assert_eq!(&b[..], &pattern(8, i as u8)[..]);
+        }
+    }
+}
+
+/// fabtests' `fi_rdm_bw_mt -g` at 1 MiB: many endpoint pairs, each pair driven by its own two
+/// threads, exchange 1 MiB messages both ways at once (rendezvous, cross-memory attach),
+/// more threads than cores. Every send and receive completes, with the data sent.
+#[test]
+fn many_endpoints_exchange_mebibyte_messages_at_once() {
+    const PAIRS: usize = 12;
+    const ROUNDS: usize = 3;
+    const LEN: usize = 1 << 20;
+    let nodes: Vec<(Node, Node)> = (0..PAIRS)
+        .map(|_| (Node::open(&SHM, CAPS), Node::open(&SHM, CAPS)))
+        .collect();
+    std::thread::scope(|sc| {
+        for (k, (a, b)) in nodes.iter().enumerate() {
+            let ab = a.insert_hex(&b.name_hex());
+            let ba = b.insert_hex(&a.name_hex());
+            for (me, peer, first) in [(a, ab, true), (b, ba, false)] {
+                sc.spawn(move || {
+                    for r in 0..ROUNDS {
+                        let seed = (k * 31 + r) as u8;
+                        let (tx, txv) = buf(LEN);
+                        tx.copy_from_slice(&pattern(LEN, seed.wrapping_add(u8::from(first))));
+                        let (rx, rxv) = buf(LEN);
+                        me.recv(&[rxv], peer, None, 1, 0, Call::Plain).unwrap();
+                        me.send(&[txv], peer, None, 2, 0, Call::Plain).unwrap();
+                        let mut got = [false; 2];
+                        for _ in 0..2 {
+                            let e = me.wait(120).unwrap_or_else(|e| {
+                                panic!("pair {k} round {r}: error completion {e:?}")
+                            });
+                            got[e.op_context - 1] = true;
+                            if e.op_context == 1 {
+                                assert_eq!(e.len, LEN);
+                            }
+                        }
+                        assert_eq!(got, [true, true]);
+                        assert!(
+                            rx[..] == pattern(LEN, seed.wrapping_add(u8::from(!first)))[..],
+                            "pair {k} round {r}: data"
+                        );
+                    }
+                });
+            }
+        }
+    });
+}

@@ -6,7 +6,7 @@
 //! they have in flight by their tx/rx sizes).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,9 @@ pub struct Cq {
     /// of `fi_cq_read` in a loop, reads this instead of taking the lock (two locked
     /// instructions).
     queued: AtomicUsize,
+    /// When the reads that found nothing began (`spin_clock` nanoseconds, 0: the last read
+    /// found something): see `read`.
+    empty_since: AtomicU64,
     sources: Sources,
     signaled: AtomicBool,
     wait: Option<WaitObj>,
@@ -91,6 +94,16 @@ impl std::fmt::Debug for Cq {
             .field("attr", &self.attr)
             .finish_non_exhaustive()
     }
+}
+
+/// How long `Cq::read` spins before it starts yielding the CPU.
+const SPIN_BEFORE_YIELD: std::time::Duration = std::time::Duration::from_micros(50);
+
+/// Monotonic nanoseconds since the first call, never 0.
+fn spin_clock() -> u64 {
+    static BASE: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let base = BASE.get_or_init(std::time::Instant::now);
+    base.elapsed().as_nanos() as u64 + 1
 }
 
 impl Cq {
@@ -111,6 +124,7 @@ impl Cq {
             attr,
             queue: Mutex::new(VecDeque::with_capacity(attr.size.min(1 << 16))),
             queued: AtomicUsize::new(0),
+            empty_since: AtomicU64::new(0),
             sources: Sources::default(),
             signaled: AtomicBool::new(false),
             wait,
@@ -203,7 +217,31 @@ impl Cq {
     /// empty, `AVAIL` when the next entry is an error.
     pub fn read(&self, max: usize, sink: impl FnMut(&CqEntry)) -> Result<usize> {
         self.progress();
-        self.take(max, sink)
+        let r = self.take(max, sink);
+        self.spun(r.is_err());
+        r
+    }
+
+    /// After reads have found nothing for `SPIN_BEFORE_YIELD`, each further empty read gives
+    /// up the CPU (`sched_yield`): the completion it waits for needs another thread (a peer
+    /// endpoint's, maybe in another process) to run, and with more spinning threads than cores
+    /// a reader that keeps its whole time slice delays that thread by as much (fabtests'
+    /// `fi_rdm_bw_mt -n 32` on two cores: every 1 MiB rendezvous waited tens of milliseconds).
+    /// Without other runnable threads the yield returns at once.
+    fn spun(&self, empty: bool) {
+        let since = self.empty_since.load(Ordering::Relaxed);
+        if !empty {
+            if since != 0 {
+                self.empty_since.store(0, Ordering::Relaxed);
+            }
+            return;
+        }
+        let now = spin_clock();
+        if since == 0 {
+            self.empty_since.store(now, Ordering::Relaxed);
+        } else if now.saturating_sub(since) >= SPIN_BEFORE_YIELD.as_nanos() as u64 {
+            std::thread::yield_now();
+        }
     }
 
     /// Like `read` without running progress.

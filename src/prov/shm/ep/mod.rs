@@ -652,6 +652,11 @@ impl Endpoint for ShmEndpoint {
         let mut g = self.lock();
         g.closed = true;
         g.enabled = false;
+        // Responses still waiting for room (an ACK) get one more chance: a peer may be
+        // waiting for them.
+        if !g.outbox.is_empty() {
+            g.flush_outbox();
+        }
         if let Some(r) = g.region.take() {
             r.close();
         }

@@ -279,13 +279,23 @@ impl ShmEndpoint {
         let addr = String::from_utf8_lossy(&c.body[..n]).into_owned();
         // The sender's region is mapped to answer it. If it is already gone (the sender sent and
         // exited), what it sent inline is still delivered but nothing can be answered; a region
-        // under that name with another token is a different endpoint and is not attached.
-        let region = match Region::open(&region_name(&addr)) {
-            Ok(r) if r.token() == c.sender => Some(Arc::new(r)),
-            _ => None,
+        // under that name with another token is a different endpoint and is not attached. A
+        // region we mapped already (we sent to it first) and that has the sender's token is
+        // the sender's, even if its name is gone by now: what it pushed before closing (an
+        // ACK) is still to be handled, and the liveness check handles it before failing
+        // anything.
+        let existing = g.peers.iter().position(|p| p.addr == addr);
+        let mapped = existing
+            .and_then(|i| g.peers[i].region.clone())
+            .filter(|r| r.token() == c.sender);
+        let region = match mapped {
+            Some(r) => Some(r),
+            None => match Region::open(&region_name(&addr)) {
+                Ok(r) if r.token() == c.sender => Some(Arc::new(r)),
+                _ => None,
+            },
         };
         let fi_addr = g.av_index(&addr).unwrap_or(FI_ADDR_NOTAVAIL);
-        let existing = g.peers.iter().position(|p| p.addr == addr);
         let idx = match existing {
             Some(i) => i,
             None => {
@@ -314,13 +324,25 @@ impl ShmEndpoint {
         g.by_token.insert(c.sender, idx);
     }
 
-    /// Fails everything waiting on peers that are gone.
+    /// Fails everything waiting on peers that are gone. What a peer pushed into our ring
+    /// before it closed or exited (an ACK, its last data) is handled first: it may complete
+    /// what would otherwise fail. Its pushes precede its going, which we have just seen, so
+    /// they are in the ring now, at most a ring's worth of commands from its head.
     pub(super) fn check_liveness(&self, g: &mut Inner) {
+        let gone: Vec<usize> = (0..g.peers.len())
+            .filter(|&i| {
+                let peer = &g.peers[i];
+                !peer.dead && peer.region.as_ref().is_some_and(|r| r.owner_gone())
+            })
+            .collect();
+        if !gone.is_empty() {
+            self.drain_ring(g);
+            for i in gone {
+                g.peers[i].dead = true;
+            }
+        }
         let mut dead = Vec::new();
         for (i, peer) in g.peers.iter_mut().enumerate() {
-            if !peer.dead && peer.region.as_ref().is_some_and(|r| r.owner_gone()) {
-                peer.dead = true;
-            }
             if peer.dead {
                 peer.unordered = 0;
                 peer.uncleared = 0;

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::{Inner, ShmEndpoint};
 use crate::prov::shm::cmd::*;
-use crate::prov::shm::region::CMD_SIZE;
+use crate::prov::shm::region::{CMD_SIZE, RING_SLOTS};
 
 /// Commands handled per progress call.
 const PROGRESS_BATCH: usize = 64;
@@ -45,6 +45,21 @@ impl ShmEndpoint {
         {
             g.last_liveness = Instant::now();
             self.check_liveness(g);
+        }
+    }
+
+    /// Handles every command in our ring now, up to a ring's worth (`check_liveness`).
+    pub(super) fn drain_ring(&self, g: &mut Inner) {
+        let mut c = Cmd::new(0, 0);
+        for _ in 0..RING_SLOTS {
+            if !g
+                .region
+                .as_deref()
+                .is_some_and(|r| r.pop(c.as_bytes_mut(), Cmd::wire_len))
+            {
+                break;
+            }
+            self.handle(g, &c);
         }
     }
 

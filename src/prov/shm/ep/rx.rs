@@ -292,7 +292,13 @@ impl ShmEndpoint {
                     );
                 }
                 Err(e) => {
-                    // The sender's memory is unreadable (bad iov) or the sender is gone.
+                    // The sender's memory is unreadable (bad iov) or the sender is gone, which
+                    // fails the receive as any dead peer does.
+                    let e = if e.0 == libc::ESRCH {
+                        Errno::CONNABORTED
+                    } else {
+                        e
+                    };
                     if let Some(cq) = &g.rx_cq {
                         cq.push_err(CqErrEntry::new(
                             recv.context,
