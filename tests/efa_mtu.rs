@@ -22,7 +22,7 @@ use fabric::prov::efa::srd::{Config, US};
 use fabric::prov::efa::{EFA, EfaDomain, inject_size};
 use fabric::sys::mem::IoVec;
 use fabric::util::cq::{Cq, CqAttr, CqEntry, CqErrEntry};
-use fabric::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, RmaOp};
+use fabric::util::ep::{AtomicKind, AtomicOp, Call, MsgOp};
 use fabric::util::{Bind, Provider};
 
 const CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE;
@@ -148,19 +148,6 @@ fn msg<'a>(iov: &'a [IoVec], addr: u64, tag: u64, ctx: usize) -> MsgOp<'a> {
         data: 0,
         tag,
         ignore: 0,
-        flags: 0,
-        call: Call::Plain,
-    }
-}
-
-fn rma_op<'a>(iov: &'a [IoVec], addr: u64, rma: &'a [fi_rma_iov], ctx: usize) -> RmaOp<'a> {
-    RmaOp {
-        iov,
-        desc: &[],
-        addr,
-        rma_iov: rma,
-        context: ctx,
-        data: 0,
         flags: 0,
         call: Call::Plain,
     }

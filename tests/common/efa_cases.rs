@@ -12,7 +12,7 @@ use fabric::core::Errno;
 use fabric::prov::efa::EFA;
 use fabric::prov::efa::rdm::RdmEndpoint;
 use fabric::util::cq::{CqEntry, CqErrEntry};
-use fabric::util::ep::{AtomicKind, AtomicOp, Call, MsgOp, RmaOp};
+use fabric::util::ep::{AtomicKind, AtomicOp, Call, MsgOp};
 
 const CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE | FI_DIRECTED_RECV;
 
@@ -240,23 +240,6 @@ fn truncation_and_source_address() {
     wait_ok(&a, &b);
 }
 
-fn rma_op<'a>(
-    iov: &'a [fabric::sys::mem::IoVec],
-    addr: u64,
-    rma: &'a [fi_rma_iov],
-    ctx: usize,
-) -> RmaOp<'a> {
-    RmaOp {
-        iov,
-        desc: &[],
-        addr,
-        rma_iov: rma,
-        context: ctx,
-        data: 0,
-        flags: 0,
-        call: Call::Plain,
-    }
-}
 
 #[test]
 fn writes_and_reads_short_and_long() {

@@ -536,3 +536,17 @@ pub fn child_send(text: &str) {
 pub fn role() -> Option<String> {
     std::env::var("FABRIC_TEST_ROLE").ok()
 }
+
+/// A plain RMA operation on `iov` against the peer's `rma` at AV index `addr`.
+pub fn rma_op<'a>(iov: &'a [IoVec], addr: u64, rma: &'a [fi_rma_iov], ctx: usize) -> RmaOp<'a> {
+    RmaOp {
+        iov,
+        desc: &[],
+        addr,
+        rma_iov: rma,
+        context: ctx,
+        data: 0,
+        flags: 0,
+        call: Call::Plain,
+    }
+}
