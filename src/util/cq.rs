@@ -218,7 +218,8 @@ impl Cq {
     pub fn read(&self, max: usize, sink: impl FnMut(&CqEntry)) -> Result<usize> {
         self.progress();
         let r = self.take(max, sink);
-        self.spun(r.is_err());
+        // An error entry waiting (`AVAIL`) is something found, not an empty read.
+        self.spun(r == Err(Errno::AGAIN));
         r
     }
 
