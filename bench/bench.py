@@ -87,6 +87,53 @@ HANDOFF = "machine: cache-line handoff"
 SRD_DATAGRAM = 65483  # the software SRD's datagram payload on loopback (srd_lo's MTU)
 
 
+# Between two network namespaces over veth (MTU 1500, the realistic Ethernet case, issue 27):
+# the rows run there and their provider arguments (the pair's interface is eth0 on both sides).
+VETH_PROV = {
+    "ours efa over SRD": ["-p", "efa", "-d", "srd_eth0-rdm"],
+    NET_REF: ["-p", "tcp", "-d", "eth0"],
+}
+
+
+class Veth:
+    """Two network namespaces joined by a veth pair, eth0 on each side (10.27.0.1 and .2,
+    MTU 1500); root only. Removed on exit; the names carry our pid, so that a run never meets
+    another's."""
+
+    def __init__(self, mtu=1500):
+        self.ns = [f"fbench{os.getpid()}{s}" for s in "ab"]
+        self.ip = ["10.27.0.1", "10.27.0.2"]
+        self.mtu = mtu
+
+    def commands(self):
+        """(server prefix, client prefix, the address the client connects to)."""
+        return (["ip", "netns", "exec", self.ns[0]], ["ip", "netns", "exec", self.ns[1]],
+                self.ip[0])
+
+    def __enter__(self):
+        ip = lambda *a: subprocess.run(["ip"] + list(a), check=True, capture_output=True)
+        try:
+            for ns in self.ns:
+                ip("netns", "add", ns)
+            tmp = [f"fb{os.getpid()}{s}" for s in "ab"]
+            ip("link", "add", tmp[0], "type", "veth", "peer", "name", tmp[1])
+            for ns, dev, addr in zip(self.ns, tmp, self.ip):
+                ip("link", "set", dev, "netns", ns)
+                ip("-n", ns, "link", "set", dev, "name", "eth0")
+                ip("-n", ns, "link", "set", "eth0", "mtu", str(self.mtu))
+                ip("-n", ns, "addr", "add", f"{addr}/24", "dev", "eth0")
+                ip("-n", ns, "link", "set", "eth0", "up")
+                ip("-n", ns, "link", "set", "lo", "up")
+        except (subprocess.CalledProcessError, OSError):
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_):
+        for ns in self.ns:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
 def size_bytes(s):
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
     return int(s[:-1]) * mult[s[-1]] if s[-1] in mult else int(s)
@@ -106,17 +153,19 @@ class Bench:
         self.port += 1
         return self.port
 
-    def pair(self, exe, env, server_args, client_args, timeout=600, settle=0.0):
+    def pair(self, exe, env, server_args, client_args, timeout=600, settle=0.0, veth=None):
         """Server and client as two processes; returns the client's stdout and stderr.
         settle: seconds the server gets to start listening (fi_pingpong's client does not
-        retry its connection)."""
+        retry its connection). veth: a `Veth`, to run the server in its first namespace and
+        the client in its second."""
         port = self.next_port()
-        srv = subprocess.Popen([exe, "-B", str(port)] + server_args, env=env,
+        in_srv, in_cli, host = veth.commands() if veth else ([], [], "127.0.0.1")
+        srv = subprocess.Popen(in_srv + [exe, "-B", str(port)] + server_args, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         time.sleep(settle)
         try:
-            cli = subprocess.run([exe, "-P", str(port)] + client_args + ["127.0.0.1"], env=env,
-                                 capture_output=True, text=True, timeout=timeout)
+            cli = subprocess.run(in_cli + [exe, "-P", str(port)] + client_args + [host],
+                                 env=env, capture_output=True, text=True, timeout=timeout)
             srv_err = srv.communicate(timeout=30 if cli.returncode == 0 else 2)[1]
         except subprocess.TimeoutExpired as e:
             srv.kill()
@@ -152,6 +201,20 @@ class Bench:
         if before is not None and "1m" in out:
             self.placed.setdefault(row.label, []).append((out["1m"], before))
         return out
+
+    def over_veth(self, veth, row, what):
+        """One run between two network namespaces over a veth pair (`Veth`): "write" (rma_bw
+        both ways at 1 MiB, MB/s) or "tagged" (rdm_tagged_bw at 1 MiB, MB/s), on the row's
+        library with the row's provider on the pair's interface."""
+        prog = "rma_bw" if what == "write" else "rdm_tagged_bw"
+        exe = os.path.join(self.build, "fabtests", prog)
+        n = "20" if self.quick else "1000" if what == "tagged" else "200"
+        args = VETH_PROV[row.label] + (["-o", "write"] if what == "write" else []) + \
+            ["-S", "1m", "-I", n]
+        stdout, stderr = self.pair(exe, row.environ(self.build), args, args, veth=veth)
+        if f"{prog}: libfabric {row.version}," not in stderr:
+            raise RuntimeError(f"{row.label}: loaded the wrong library: {stderr}")
+        return float(stdout.splitlines()[1].split()[4])
 
     def fabtest(self, row, prog, args):
         """The client's figures row of one run of a fabtests-compat benchmark at one size,
@@ -426,6 +489,23 @@ def main():
                            for r in live]))
     for row in live:
         mem[row.label] = attempt(f"{row.label} memory", lambda: b.memory(row))
+    # Between two namespaces over veth: root only (elsewhere the section says so).
+    veth, veth_skip = {}, None
+    veth_rows = [r for r in live if r.label in VETH_PROV]
+    if os.geteuid() != 0:
+        veth_skip = "not run: creating network namespaces needs root"
+    else:
+        try:
+            with Veth() as v:
+                for what in ("write", "tagged"):
+                    got = interleaved([(r.label, f"{r.label} {what} 1 MiB over veth",
+                                        lambda r=r, w=what: b.over_veth(v, r, w))
+                                       for r in veth_rows])
+                    for label, vals in got.items():
+                        veth[(label, what)] = vals
+        except (subprocess.CalledProcessError, OSError) as e:
+            failures.append(f"veth pair: {e}")
+            veth_skip = f"not run: the namespaces could not be made ({e})"
 
     stamp = f"{datetime.date.today().isoformat()}-{commit()}"
     md = os.path.join(a.out, f"{stamp}.md")
@@ -538,6 +618,23 @@ def main():
     for r in live:
         w(f"| {r.label} | {cell(gi.get(r.label), 1)} | {vs(r, lambda l: med(gi.get(l) or []))} |")
     w("")
+    w("## Between two network namespaces over a veth pair (MTU 1500), 1 MiB, MB/s")
+    w("")
+    w("The realistic Ethernet case: server and client in two namespaces joined by a veth pair, "
+      "the same clients; ours is efa over SRD on the pair's interface, against 2.5.1's tcp on "
+      "the same interface. Write is rma_bw both ways (as fi_rma_bw), tagged is rdm_tagged_bw.")
+    w("")
+    if veth_skip:
+        w(f"({veth_skip}.)")
+    else:
+        w("| row | write both ways | tagged | write vs 2.5.1 tcp | tagged vs 2.5.1 tcp |")
+        w("|---|---|---|---|---|")
+        for r in veth_rows:
+            wv, tv = veth.get((r.label, "write")), veth.get((r.label, "tagged"))
+            rw = ratio(med(wv or []), med(veth.get((NET_REF, "write")) or []))
+            rt = ratio(med(tv or []), med(veth.get((NET_REF, "tagged")) or []))
+            w(f"| {r.label} | {cell(wv)} | {cell(tv)} | {rw} | {rt} |")
+    w("")
     w("## Resident memory, KiB (bench/ep_memory: 16 endpoints each with its CQ and AV; then")
     w("made-up peers inserted one by one into an AV; full@n: the n-th insert was refused); "
       "lower is better")
@@ -628,6 +725,10 @@ def main():
         ("efa write 1 MiB one way vs raw UDP limit", med(one_way.get(efa) or []),
          med(limits["udp"] or []), 0.9, ">="),
         ("efa 8 B ping-pong vs 2.5.1 tcp, run by run", *lat8_paired(efa, NET_REF), 1.0, "<="),
+        ("efa write 1 MiB both ways over veth vs 2.5.1 tcp", med(veth.get((efa, "write")) or []),
+         med(veth.get((NET_REF, "write")) or []), 1.0, ">="),
+        ("efa tagged 1 MiB over veth vs 2.5.1 tcp", med(veth.get((efa, "tagged")) or []),
+         med(veth.get((NET_REF, "tagged")) or []), 1.0, ">="),
         ("efa read 1 MiB both ways vs 2.5.1 tcp", bw(efa, "read", "1m"),
          bw(NET_REF, "read", "1m"), None, ""),
         ("efa write 1 MiB both ways vs 1.17 tcp;ofi_rxm", bw(efa, "write", "1m"),
