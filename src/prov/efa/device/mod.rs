@@ -10,6 +10,7 @@
 pub mod faults;
 pub mod sim;
 pub mod udp;
+pub mod verbs;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
