@@ -428,6 +428,10 @@ impl Pool {
     }
 }
 
+/// Send work requests carry their slot with this bit set, receives their bare slot: a failed
+/// completion (whose opcode verbs leaves undefined) still says which pool it belongs to.
+const TX_TAG: u64 = 1 << 63;
+
 /// Most sends and receives one endpoint keeps on the device (bounded by the device's queues).
 const SEND_SLOTS: usize = 512;
 const RECV_SLOTS: usize = 1024;
@@ -659,7 +663,7 @@ impl VerbsDevice {
         // registered send pool, whose slot stays ours until the completion.
         let rc = unsafe {
             (self.v.wr_start)(self.qp.0);
-            (self.v.wr_send)(self.qp.0, u64::from(slot), IBV_SEND_SIGNALED, None);
+            (self.v.wr_send)(self.qp.0, TX_TAG | u64::from(slot), IBV_SEND_SIGNALED, None);
             (self.v.wr_set_ud_addr)(self.qp.0, ah, u32::from(dest.qpn), dest.qkey);
             (self.v.wr_set_sge_list)(self.qp.0, 1, &sge);
             (self.v.wr_complete)(self.qp.0)
@@ -713,8 +717,7 @@ impl VerbsDevice {
 
     fn completion(&mut self, wc: Wc, out: &mut Vec<Completion>) {
         let slot = wc.wr_id as u32;
-        if wc.opcode & IBV_WC_RECV != 0 || (wc.status != IBV_WC_SUCCESS && self.rx_owns(slot, &wc))
-        {
+        if wc.wr_id & TX_TAG == 0 {
             let Some((wr_id, mut buf)) = self.rx.held.get_mut(slot as usize).and_then(Option::take)
             else {
                 return;
@@ -762,14 +765,6 @@ impl VerbsDevice {
             _ => Err(DevError::Unreachable),
         };
         out.push(Completion::Send { wr_id, status, buf });
-    }
-
-    /// Whether a failed completion (whose opcode verbs leaves undefined) is a receive's: its
-    /// slot is held by the receive pool and not by the send pool.
-    fn rx_owns(&self, slot: u32, _wc: &Wc) -> bool {
-        let i = slot as usize;
-        self.rx.held.get(i).is_some_and(Option::is_some)
-            && !self.tx.held.get(i).is_some_and(Option::is_some)
     }
 }
 
