@@ -62,7 +62,7 @@ pub const IBV_WC_GENERAL_ERR: u32 = 21;
 pub const IBV_WC_SEND: u32 = 0;
 pub const IBV_WC_RECV: u32 = 128;
 pub const IBV_WC_EX_WITH_BYTE_LEN: u64 = 1 << 0;
-pub const IBV_WC_EX_WITH_SRC_QP: u64 = 1 << 2;
+pub const IBV_WC_EX_WITH_SRC_QP: u64 = 1 << 3;
 pub const IBV_WC_EX_WITH_SLID: u64 = 1 << 4;
 pub const IBV_PORT_ACTIVE: u32 = 4;
 pub const IBV_PORT_DOWN: u32 = 1;
@@ -91,8 +91,8 @@ pub mod efa_status {
 
 // ---- structs ----
 
-/// `union ibv_gid`.
-#[repr(C)]
+/// `union ibv_gid` (16 bytes, aligned as its `__be64` view is).
+#[repr(C, align(8))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IbvGid {
     pub raw: [u8; 16],
@@ -959,8 +959,9 @@ unsafe fn hw_wc(c: *mut Cq) -> Wc {
     // SAFETY: as hw_start_poll, on the current completion; the CQ was created with the
     // byte-length, source-QP and SLID fields (wc_flags), so those readers are set.
     unsafe {
+        // Of a failed completion only wr_id, status and vendor_err are defined (ibv_poll_cq(3)).
         let ok = (*x).status == IBV_WC_SUCCESS;
-        let opcode = ((*x).read_opcode)(x);
+        let opcode = if ok { ((*x).read_opcode)(x) } else { 0 };
         let recv = ok && opcode & IBV_WC_RECV != 0;
         Wc {
             wr_id: (*x).wr_id,
