@@ -640,33 +640,60 @@ pub struct Verbs {
 
 // ---- libibverbs and libefa, opened at run time ----
 
-/// The exported functions, as `dlsym` found them.
-struct Syms {
-    get_device_list: unsafe extern "C" fn(*mut c_int) -> *mut *mut IbvDevice,
-    free_device_list: unsafe extern "C" fn(*mut *mut IbvDevice),
-    get_device_name: unsafe extern "C" fn(*mut IbvDevice) -> *const c_char,
-    open_device: unsafe extern "C" fn(*mut IbvDevice) -> *mut Ctx,
-    close_device: unsafe extern "C" fn(*mut Ctx) -> c_int,
-    query_device: unsafe extern "C" fn(*mut Ctx, *mut IbvDeviceAttr) -> c_int,
-    query_port: unsafe extern "C" fn(*mut Ctx, u8, *mut IbvPortAttr) -> c_int,
-    query_gid: unsafe extern "C" fn(*mut Ctx, u8, c_int, *mut IbvGid) -> c_int,
-    alloc_pd: unsafe extern "C" fn(*mut Ctx) -> *mut Pd,
-    dealloc_pd: unsafe extern "C" fn(*mut Pd) -> c_int,
-    reg_mr: unsafe extern "C" fn(*mut Pd, *mut c_void, usize, c_int) -> *mut Mr,
-    dereg_mr: unsafe extern "C" fn(*mut Mr) -> c_int,
-    destroy_cq: unsafe extern "C" fn(*mut Cq) -> c_int,
-    modify_qp: unsafe extern "C" fn(*mut Qp, *mut IbvQpAttr, c_int) -> c_int,
-    destroy_qp: unsafe extern "C" fn(*mut Qp) -> c_int,
-    qp_to_qp_ex: unsafe extern "C" fn(*mut Qp) -> *mut IbvQpEx,
-    create_ah: unsafe extern "C" fn(*mut Pd, *mut IbvAhAttr) -> *mut Ah,
-    destroy_ah: unsafe extern "C" fn(*mut Ah) -> c_int,
-    efadv_query_device: unsafe extern "C" fn(*mut Ctx, *mut EfadvDeviceAttr, u32) -> c_int,
-    efadv_create_cq:
-        unsafe extern "C" fn(*mut Ctx, *mut IbvCqInitAttrEx, *mut EfadvCqInitAttr, u32) -> *mut Cq,
-    efadv_cq_from_ibv_cq_ex: unsafe extern "C" fn(*mut Cq) -> *mut EfadvCq,
-    efadv_create_qp_ex:
-        unsafe extern "C" fn(*mut Ctx, *mut IbvQpInitAttrEx, *mut EfadvQpInitAttr, u32) -> *mut Qp,
-    efadv_query_ah: unsafe extern "C" fn(*mut Ah, *mut EfadvAhAttr, u32) -> c_int,
+macro_rules! syms {
+    (($ibv:ident, $efa:ident) $($field:ident: $lib:ident $sym:literal => $ty:ty;)*) => {
+        /// The exported functions, as `dlsym` found them.
+        struct Syms {
+            $($field: $ty,)*
+        }
+
+        fn resolve(
+            $ibv: &crate::sys::dl::Library,
+            $efa: &crate::sys::dl::Library,
+        ) -> Result<Syms, String> {
+            Ok(Syms {
+                $($field: {
+                    let p = $lib.sym($sym)?;
+                    // SAFETY: `p` is the non-null address of the named rdma-core function,
+                    // whose C prototype (verbs.h / efadv.h) is the field's type; the library
+                    // stays loaded for the life of the process.
+                    unsafe { core::mem::transmute::<*mut c_void, $ty>(p) }
+                },)*
+            })
+        }
+    };
+}
+
+type CreateCq =
+    unsafe extern "C" fn(*mut Ctx, *mut IbvCqInitAttrEx, *mut EfadvCqInitAttr, u32) -> *mut Cq;
+type CreateQp =
+    unsafe extern "C" fn(*mut Ctx, *mut IbvQpInitAttrEx, *mut EfadvQpInitAttr, u32) -> *mut Qp;
+
+syms! {
+    (ibv, efa)
+    get_device_list: ibv "ibv_get_device_list" => unsafe extern "C" fn(*mut c_int) -> *mut *mut IbvDevice;
+    free_device_list: ibv "ibv_free_device_list" => unsafe extern "C" fn(*mut *mut IbvDevice);
+    get_device_name: ibv "ibv_get_device_name" => unsafe extern "C" fn(*mut IbvDevice) -> *const c_char;
+    open_device: ibv "ibv_open_device" => unsafe extern "C" fn(*mut IbvDevice) -> *mut Ctx;
+    close_device: ibv "ibv_close_device" => unsafe extern "C" fn(*mut Ctx) -> c_int;
+    query_device: ibv "ibv_query_device" => unsafe extern "C" fn(*mut Ctx, *mut IbvDeviceAttr) -> c_int;
+    query_port: ibv "ibv_query_port" => unsafe extern "C" fn(*mut Ctx, u8, *mut IbvPortAttr) -> c_int;
+    query_gid: ibv "ibv_query_gid" => unsafe extern "C" fn(*mut Ctx, u8, c_int, *mut IbvGid) -> c_int;
+    alloc_pd: ibv "ibv_alloc_pd" => unsafe extern "C" fn(*mut Ctx) -> *mut Pd;
+    dealloc_pd: ibv "ibv_dealloc_pd" => unsafe extern "C" fn(*mut Pd) -> c_int;
+    reg_mr: ibv "ibv_reg_mr" => unsafe extern "C" fn(*mut Pd, *mut c_void, usize, c_int) -> *mut Mr;
+    dereg_mr: ibv "ibv_dereg_mr" => unsafe extern "C" fn(*mut Mr) -> c_int;
+    destroy_cq: ibv "ibv_destroy_cq" => unsafe extern "C" fn(*mut Cq) -> c_int;
+    modify_qp: ibv "ibv_modify_qp" => unsafe extern "C" fn(*mut Qp, *mut IbvQpAttr, c_int) -> c_int;
+    destroy_qp: ibv "ibv_destroy_qp" => unsafe extern "C" fn(*mut Qp) -> c_int;
+    qp_to_qp_ex: ibv "ibv_qp_to_qp_ex" => unsafe extern "C" fn(*mut Qp) -> *mut IbvQpEx;
+    create_ah: ibv "ibv_create_ah" => unsafe extern "C" fn(*mut Pd, *mut IbvAhAttr) -> *mut Ah;
+    destroy_ah: ibv "ibv_destroy_ah" => unsafe extern "C" fn(*mut Ah) -> c_int;
+    efadv_query_device: efa "efadv_query_device" => unsafe extern "C" fn(*mut Ctx, *mut EfadvDeviceAttr, u32) -> c_int;
+    efadv_create_cq: efa "efadv_create_cq" => CreateCq;
+    efadv_cq_from_ibv_cq_ex: efa "efadv_cq_from_ibv_cq_ex" => unsafe extern "C" fn(*mut Cq) -> *mut EfadvCq;
+    efadv_create_qp_ex: efa "efadv_create_qp_ex" => CreateQp;
+    efadv_query_ah: efa "efadv_query_ah" => unsafe extern "C" fn(*mut Ah, *mut EfadvAhAttr, u32) -> c_int;
 }
 
 static SYMS: OnceLock<Result<Syms, String>> = OnceLock::new();
@@ -691,42 +718,10 @@ pub fn load() -> Result<&'static Verbs, String> {
 
 fn open_libraries() -> Result<Syms, String> {
     use crate::sys::dl::Library;
-    // Kept open for the life of the process: the device's function pointers point into them.
     let ibv = Library::open("libibverbs.so.1")?;
     let efa = Library::open("libefa.so.1")?;
-    macro_rules! sym {
-        ($lib:ident, $name:literal) => {{
-            let p = $lib.sym($name)?;
-            // SAFETY: `p` is the non-null address of the named rdma-core function, whose C
-            // prototype (verbs.h / efadv.h) is the field's type; the library stays loaded.
-            unsafe { core::mem::transmute::<*mut c_void, _>(p) }
-        }};
-    }
-    let s = Syms {
-        get_device_list: sym!(ibv, "ibv_get_device_list"),
-        free_device_list: sym!(ibv, "ibv_free_device_list"),
-        get_device_name: sym!(ibv, "ibv_get_device_name"),
-        open_device: sym!(ibv, "ibv_open_device"),
-        close_device: sym!(ibv, "ibv_close_device"),
-        query_device: sym!(ibv, "ibv_query_device"),
-        query_port: sym!(ibv, "ibv_query_port"),
-        query_gid: sym!(ibv, "ibv_query_gid"),
-        alloc_pd: sym!(ibv, "ibv_alloc_pd"),
-        dealloc_pd: sym!(ibv, "ibv_dealloc_pd"),
-        reg_mr: sym!(ibv, "ibv_reg_mr"),
-        dereg_mr: sym!(ibv, "ibv_dereg_mr"),
-        destroy_cq: sym!(ibv, "ibv_destroy_cq"),
-        modify_qp: sym!(ibv, "ibv_modify_qp"),
-        destroy_qp: sym!(ibv, "ibv_destroy_qp"),
-        qp_to_qp_ex: sym!(ibv, "ibv_qp_to_qp_ex"),
-        create_ah: sym!(ibv, "ibv_create_ah"),
-        destroy_ah: sym!(ibv, "ibv_destroy_ah"),
-        efadv_query_device: sym!(efa, "efadv_query_device"),
-        efadv_create_cq: sym!(efa, "efadv_create_cq"),
-        efadv_cq_from_ibv_cq_ex: sym!(efa, "efadv_cq_from_ibv_cq_ex"),
-        efadv_create_qp_ex: sym!(efa, "efadv_create_qp_ex"),
-        efadv_query_ah: sym!(efa, "efadv_query_ah"),
-    };
+    let s = resolve(&ibv, &efa)?;
+    // Kept open for the life of the process: the device's function pointers point into them.
     core::mem::forget(ibv);
     core::mem::forget(efa);
     Ok(s)
@@ -863,7 +858,7 @@ unsafe fn hw_efadv_create_qp_ex(
     // checked once here, so the wr_* calls need not ask ibv_qp_to_qp_ex every time.
     // SAFETY: `qp` is the live QP just created with send ops flags (an extended QP).
     let qpx = unsafe { (syms().qp_to_qp_ex)(qp) };
-    if qpx as usize != qp as usize {
+    if qpx.cast::<Qp>() != qp {
         // SAFETY: destroying the QP just created, used by nobody else.
         unsafe { (syms().destroy_qp)(qp) };
         return core::ptr::null_mut();

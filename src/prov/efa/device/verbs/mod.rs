@@ -862,7 +862,7 @@ impl Device for VerbsDevice {
     }
 
     fn stats(&self) -> srd::Stats {
-        self.stats.clone()
+        self.stats
     }
 
     /// The NIC keeps retrying by itself and reports what it gives up on: nothing to cancel.
