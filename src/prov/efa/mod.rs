@@ -1,10 +1,12 @@
 //! The efa provider (fi_efa(7)): EFA's RDM protocol (v4) over a device layer, and the DGRAM
 //! endpoint straight on the device.
 //!
-//! Devices are the software SRD over UDP ([`device::udp`]), one per usable interface, named
-//! `srd_<interface>`; `fi_getinfo` lists, per device, an RDM entry (domain `<dev>-rdm`) and a
-//! DGRAM entry (`<dev>-dgrm`), as upstream does for each EFA NIC (efa-reference §10). Upstream's
-//! third entry, `efa-direct`, needs device RDMA and is not offered: the software device has none.
+//! Devices are EFA NICs through rdma-core ([`device::verbs`], named as verbs names them, e.g.
+//! `efa0`), listed first, and the software SRD over UDP ([`device::udp`]), one per usable
+//! interface, named `srd_<interface>`; `fi_getinfo` lists, per device, an RDM entry (domain
+//! `<dev>-rdm`) and a DGRAM entry (`<dev>-dgrm`), as upstream does for each EFA NIC
+//! (efa-reference §10). Upstream's third entry, `efa-direct`, needs device RDMA and is not
+//! offered yet.
 
 pub mod device;
 pub mod dgram;
