@@ -51,17 +51,29 @@ fn the_emulated_device_is_listed_first_with_its_attributes() {
     assert_eq!(src.gid, fabric::prov::efa::device::verbs::emul::GID);
 }
 
-/// FI_OPT_EFA_RNR_RETRY reaches the QP (set before fi_enable, applied at RTS): with 0
-/// retries and FI_RM_DISABLED, a send to a peer with no buffer fails with RNR at once.
+/// FI_OPT_EFA_RNR_RETRY is a QP attribute: set before fi_enable (the device applies it when
+/// the QP goes to RTS), refused after. FI_OPT_EFA_USE_DEVICE_RDMA = true is accepted: the
+/// emulated device offers RDMA read in its efadv caps (the software device refuses it).
 #[test]
-fn rnr_retry_reaches_the_queue_pair() {
+fn queue_pair_options_follow_the_device() {
     let a = lo_node(CAPS, |ep| {
         ep.setopt(FI_OPT_ENDPOINT, FI_OPT_EFA_RNR_RETRY, &0usize.to_ne_bytes())
-            .unwrap()
+            .unwrap();
+        ep.setopt(FI_OPT_ENDPOINT, FI_OPT_EFA_USE_DEVICE_RDMA, &[1])
+            .unwrap();
     });
     let mut out = [0u8; 8];
     let mut need = 0;
     a.ep.getopt(FI_OPT_ENDPOINT, FI_OPT_EFA_RNR_RETRY, &mut out, &mut need)
         .unwrap();
     assert_eq!(u64::from_ne_bytes(out), 0);
+    assert_eq!(
+        a.ep.setopt(FI_OPT_ENDPOINT, FI_OPT_EFA_RNR_RETRY, &3usize.to_ne_bytes()),
+        Err(Errno::OPBADSTATE)
+    );
+    // Messages still flow with no RNR retries (the receiver has buffers posted).
+    let b = lo_node(CAPS, |_| ());
+    let ab = a.insert_hex(&b.name_hex());
+    b.insert_hex(&a.name_hex());
+    exchange(&a, &b, ab, 3000, false, true, 3);
 }
