@@ -167,8 +167,7 @@ impl Nic {
     fn gather(&self, pd: usize, sges: &[IbvSge]) -> Option<Vec<u8>> {
         let mut out = Vec::new();
         for s in sges {
-            let mr = self.mr_for(pd, s)?;
-            let _ = mr;
+            self.mr_for(pd, s)?;
             // SAFETY: the range lies inside a live registration of this PD (mr_for checked
             // key and bounds); whoever registered it keeps the memory valid until
             // ibv_dereg_mr, the contract of ibv_reg_mr(3) the hardware relies on too.
@@ -551,9 +550,12 @@ unsafe fn e_create_cq(
     e: *mut EfadvCqInitAttr,
     _len: u32,
 ) -> *mut Cq {
+    // The device reports source GIDs only to a CQ that asked for them, as EFA does; the
+    // hardware device always asks.
     // SAFETY: `e` is NULL or a valid efadv_cq_init_attr (efadv_create_cq(3)).
-    let sgid = !e.is_null() && unsafe { (*e).wc_flags } & EFADV_WC_EX_WITH_SGID != 0;
-    let _ = sgid;
+    if e.is_null() || unsafe { (*e).wc_flags } & EFADV_WC_EX_WITH_SGID == 0 {
+        return core::ptr::null_mut();
+    }
     with(|n| {
         if !n.ctxs.contains_key(&id(c)) {
             return core::ptr::null_mut();

@@ -133,6 +133,23 @@ fn no_receive_is_rnr_and_a_gone_peer_is_unreachable() {
         }
     ));
     assert_eq!(a.stats().rnr_received, 1);
+    // The receiver checks the QKEY: a wrong one is never answered.
+    out.clear();
+    let wrong = EfaAddr {
+        qkey: dest.qkey ^ 1,
+        ..dest
+    };
+    a.post_send(wrong, vec![0; HEADROOM + 10], 10, IoVec::EMPTY, 4)
+        .unwrap();
+    pump(&mut [&mut a], &mut out, |o| !o.is_empty());
+    assert!(matches!(
+        out[0],
+        Completion::Send {
+            wr_id: 4,
+            status: Err(DevError::Unreachable),
+            ..
+        }
+    ));
     drop(b);
     out.clear();
     a.post_send(dest, vec![0; HEADROOM + 10], 10, IoVec::EMPTY, 2)
