@@ -70,6 +70,8 @@ pub struct HwDeviceInfo {
     /// Largest device RDMA transfer (efadv `max_rdma_size`).
     pub max_rdma_size: usize,
     pub caps: DeviceCaps,
+    /// The QP takes an RNR retry count (efadv `EFADV_DEVICE_ATTR_CAPS_RNR_RETRY`).
+    pub rnr_retry_cap: bool,
     pub max_sq_wr: usize,
     pub max_rq_wr: usize,
     pub vendor_part_id: u32,
@@ -201,6 +203,7 @@ fn probe(
             rdma_read: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_READ != 0,
             rdma_write: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE != 0,
         },
+        rnr_retry_cap: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY != 0,
         max_sq_wr: efa.max_sq_wr as usize,
         max_rq_wr: efa.max_rq_wr as usize,
         vendor_part_id: attr.vendor_part_id,
@@ -373,7 +376,10 @@ impl Drop for HwContext {
 
 /// A registered pool of equal slots, and what each slot holds while the device has it.
 struct Pool {
-    mem: Vec<u8>,
+    /// The registered memory, reached only through `base` once registered: the device writes
+    /// into it behind Rust's back, so no reference to the whole is made again.
+    _mem: Vec<u8>,
+    base: *mut u8,
     mr: H<Mr>,
     lkey: u32,
     slot: usize,
@@ -384,23 +390,18 @@ struct Pool {
 impl Pool {
     fn new(hw: &HwContext, slots: usize, slot: usize) -> crate::core::Result<Pool> {
         let mut mem = vec![0u8; slots * slot];
+        let base = mem.as_mut_ptr();
         // SAFETY: the PD is live; `mem` is never resized nor freed before the MR is
         // deregistered (Pool::release), so the registration stays valid.
-        let mr = unsafe {
-            (hw.v.reg_mr)(
-                hw.pd.0,
-                mem.as_mut_ptr().cast(),
-                mem.len(),
-                IBV_ACCESS_LOCAL_WRITE,
-            )
-        };
+        let mr = unsafe { (hw.v.reg_mr)(hw.pd.0, base.cast(), mem.len(), IBV_ACCESS_LOCAL_WRITE) };
         if mr.is_null() {
             return Err(Errno::NOMEM);
         }
         // SAFETY: the MR just registered.
         let (lkey, _) = unsafe { (hw.v.mr_keys)(mr) };
         Ok(Pool {
-            mem,
+            _mem: mem,
+            base,
             mr: H(mr),
             lkey,
             slot,
@@ -411,15 +412,20 @@ impl Pool {
 
     fn sge(&self, i: u32, len: usize) -> IbvSge {
         IbvSge {
-            addr: self.mem[i as usize * self.slot..].as_ptr() as u64,
-            length: len as u32,
+            addr: self.base.wrapping_add(i as usize * self.slot) as u64,
+            length: len.min(self.slot) as u32,
             lkey: self.lkey,
         }
     }
 
+    /// Slot `i`, which the caller owns (free, or its completion just came): the device does
+    /// not touch it meanwhile.
     fn bytes(&mut self, i: u32) -> &mut [u8] {
-        let s = i as usize * self.slot;
-        &mut self.mem[s..s + self.slot]
+        assert!((i as usize) < self.held.len());
+        // SAFETY: slot `i` lies inside the pool's memory (checked above), which lives as long
+        // as `self`; the device has no work request on it (caller's contract), and `&mut self`
+        // keeps the slice the only reference.
+        unsafe { core::slice::from_raw_parts_mut(self.base.add(i as usize * self.slot), self.slot) }
     }
 
     fn release(&mut self, v: &Verbs) {
@@ -455,7 +461,8 @@ pub struct VerbsDevice {
     stats: srd::Stats,
 }
 
-// SAFETY: the raw handles in `ahs` are rdma-core objects (thread-safe) owned through `hw`.
+// SAFETY: the raw handles in `ahs` are rdma-core objects (thread-safe) owned through `hw`;
+// the pools' base pointers point into memory the device owns (its `Vec`s), moved with it.
 unsafe impl Send for VerbsDevice {}
 
 impl VerbsDevice {
@@ -613,14 +620,15 @@ impl VerbsDevice {
             rnr_retry: self.rnr_retry as u8,
             ..IbvQpAttr::default()
         };
-        // SAFETY: the live QP; `a` a local.
-        let rc = unsafe {
-            (self.v.modify_qp)(
-                self.qp.0,
-                &mut a,
-                IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RNR_RETRY,
-            )
+        // A device without the RNR-retry capability keeps its own count (as upstream, the
+        // attribute is passed only where it is offered).
+        let mask = if self.hw.info.rnr_retry_cap {
+            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_RNR_RETRY
+        } else {
+            IBV_QP_STATE | IBV_QP_SQ_PSN
         };
+        // SAFETY: the live QP; `a` a local.
+        let rc = unsafe { (self.v.modify_qp)(self.qp.0, &mut a, mask) };
         self.rts = rc == 0;
         self.rts
     }
