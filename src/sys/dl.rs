@@ -4,17 +4,17 @@
 use core::ffi::c_void;
 use std::ffi::{CStr, CString};
 
-/// A library opened with `RTLD_NOW | RTLD_LOCAL`; closed when dropped (callers that hand
-/// out its function pointers for good `forget` it instead).
+/// A library opened with `RTLD_NOW | RTLD_LOCAL`; closed when dropped, or kept for the life
+/// of the process with [`Library::keep`] (its functions handed out for good).
 pub struct Library {
     handle: *mut c_void,
-    name: String,
+    name: &'static str,
 }
 
 impl Library {
     /// Opens `name` (searched as the dynamic linker does: LD_LIBRARY_PATH, ld.so.cache,
     /// default paths). The error is `dlerror()`'s text.
-    pub fn open(name: &str) -> Result<Library, String> {
+    pub fn open(name: &'static str) -> Result<Library, String> {
         let c = CString::new(name).map_err(|_| format!("{name}: bad library name"))?;
         // SAFETY: `c` is a NUL-terminated path; dlopen runs the library's constructors,
         // which is what loading a library means (rdma-core's are benign).
@@ -22,10 +22,12 @@ impl Library {
         if handle.is_null() {
             return Err(last_error(name));
         }
-        Ok(Library {
-            handle,
-            name: name.to_string(),
-        })
+        Ok(Library { handle, name })
+    }
+
+    /// Never closes the library (nothing else to free: the name is static).
+    pub fn keep(self) {
+        core::mem::forget(self);
     }
 
     /// The address of symbol `name` (non-null).

@@ -722,8 +722,8 @@ fn open_libraries() -> Result<Syms, String> {
     let efa = Library::open("libefa.so.1")?;
     let s = resolve(&ibv, &efa)?;
     // Kept open for the life of the process: the device's function pointers point into them.
-    core::mem::forget(ibv);
-    core::mem::forget(efa);
+    ibv.keep();
+    efa.keep();
     Ok(s)
 }
 
