@@ -4,10 +4,18 @@
  *   cma         cross-process single copy (process_vm_writev) bandwidth
  *   udp         raw UDP loopback goodput at a given datagram size (sendmmsg/recvmmsg, and
  *               UDP GSO when the kernel has it), between two processes
+ *   both-cma    fi_rma_bw's write traffic with nothing else: two processes at once, each
+ *               writing <bytes> at a time into the other (process_vm_writev) from slot j of a
+ *               64-slot source into slot j of the other's 64-slot destination; GB/s per side
+ *               (the slower one). The ceiling of any shared-memory RMA write between two
+ *               processes that both post at once, as cross-memory attach allows.
+ *   both-memcpy the same sweep with each process copying inside its own memory (no kernel):
+ *               the ceiling of one copy per byte with both CPUs busy.
  *   handoff     how long a store by one process takes to be seen by another spinning on it:
  *               two processes pass a counter back and forth through two cache lines of a
  *               shared page, <rounds> times; the floor of any shared-memory latency
- * Usage: limits memcpy <bytes> | cma <bytes> | udp <datagram bytes> [seconds]
+ * Usage: limits memcpy <bytes> | cma <bytes> | both-cma <bytes> | both-memcpy <bytes>
+ *             | udp <datagram bytes> [seconds]
  *             | handoff <rounds>
  * Prints one line: "<name> <bytes> <GB/s>" ("handoff <rounds> <ns per one-way handoff>").
  * Part of the fabric project.
@@ -126,6 +134,64 @@ static int bench_cma(size_t size)
 		return 1;
 	}
 	printf("cma %zu %.3f\n", size, rate / 1e9);
+	return 0;
+}
+
+#define SLOTS 64
+
+/* One side of both-cma / both-memcpy: `iters` copies of `size` bytes, slot after slot. */
+static double sweep(int cma, pid_t peer, char *src, char *dst, size_t size, int iters)
+{
+	double t0 = now();
+
+	for (int i = 0; i < iters; i++) {
+		size_t off = (size_t)(i % SLOTS) * size;
+
+		if (cma ? do_cma(dst + off, src + off, size, &peer) : do_memcpy(dst + off, src + off, size, NULL))
+			return -1;
+	}
+	return (double)iters * size / (now() - t0);
+}
+
+static int bench_both(int cma, size_t size)
+{
+	/* Both mappings are inherited by fork at the same addresses: each side writes into the
+	 * other's copy of `dst` (or its own, for memcpy). Pipes start both sides together and
+	 * carry the child's rate back. */
+	char *src = xalloc(size * SLOTS), *dst = xalloc(size * SLOTS);
+	int go[2], back[2], iters = (int)((4ull << 30) / size);
+	double mine, theirs = -1;
+	pid_t parent = getpid(), pid;
+	char c = 0;
+
+	if (iters < 4 * SLOTS)
+		iters = 4 * SLOTS;
+	if (pipe(go) || pipe(back))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		if (read(go[0], &c, 1) != 1)
+			_exit(1);
+		mine = sweep(cma, parent, src, dst, size, iters);
+		/* Keep the mapping alive until the parent is done with it too. */
+		if (write(back[1], &mine, sizeof mine) != sizeof mine || read(go[0], &c, 1) != 1)
+			_exit(1);
+		_exit(0);
+	}
+	if (write(go[1], &c, 1) != 1)
+		return 1;
+	mine = sweep(cma, pid, src, dst, size, iters);
+	if (read(back[0], &theirs, sizeof theirs) != sizeof theirs)
+		theirs = -1;
+	if (write(go[1], &c, 1) != 1)
+		perror("write");
+	waitpid(pid, NULL, 0);
+	if (mine < 0 || theirs < 0) {
+		fprintf(stderr, "%s: %s\n", cma ? "process_vm_writev" : "memcpy", strerror(errno));
+		printf("%s %zu 0\n", cma ? "both-cma" : "both-memcpy", size);
+		return 1;
+	}
+	printf("%s %zu %.3f\n", cma ? "both-cma" : "both-memcpy", size, (mine < theirs ? mine : theirs) / 1e9);
 	return 0;
 }
 
@@ -256,7 +322,7 @@ static int bench_handoff(long rounds)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s memcpy|cma|udp <bytes> [seconds] | handoff <rounds>\n", argv[0]);
+		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp <bytes> [seconds] | handoff <rounds>\n", argv[0]);
 		return 2;
 	}
 	size_t n = strtoull(argv[2], NULL, 0);
@@ -264,6 +330,10 @@ int main(int argc, char **argv)
 		return bench_memcpy(n);
 	if (!strcmp(argv[1], "cma"))
 		return bench_cma(n);
+	if (!strcmp(argv[1], "both-cma"))
+		return bench_both(1, n);
+	if (!strcmp(argv[1], "both-memcpy"))
+		return bench_both(0, n);
 	if (!strcmp(argv[1], "udp"))
 		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0);
 	if (!strcmp(argv[1], "handoff"))

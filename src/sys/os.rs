@@ -56,3 +56,17 @@ pub fn hostname() -> String {
     let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
+
+/// Milliseconds of `CLOCK_MONOTONIC_COARSE`: updated once per scheduler tick (1–4 ms) and read
+/// from the vDSO's data page without reading the hardware clock, so that a period of tens of
+/// milliseconds can be checked on every poll of a data path at the cost of a load.
+pub fn coarse_clock_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_COARSE exists on every Linux
+    // since 2.6.32, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    ts.tv_sec as u64 * 1000 + ts.tv_nsec as u64 / 1_000_000
+}

@@ -8,7 +8,7 @@
 //! accesses to our memory, §5), `ctrl.rs` (control packets), and `progress.rs` (the device:
 //! packets out, the poll loop, RNR back-off §6).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::Cq;
 use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, PREFIXED_IOV_MAX, RmaOp};
-use crate::util::hash::U64Map;
+use crate::util::hash::{FastMap, U64Map};
 use crate::util::rxq::SharedRxQueue;
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
@@ -306,7 +306,7 @@ pub(super) struct Inner {
     pub cntr: Counters,
     pub rxq: SharedRxQueue<Unexp>,
     pub peers: Vec<Peer>,
-    pub by_addr: HashMap<EfaAddr, usize>,
+    pub by_addr: FastMap<EfaAddr, usize>,
     pub by_fi: U64Map<usize>,
     /// AV removals seen (`Av::removed_since`) when `by_fi` and the peers' `fi_addr` were last
     /// made right (`sync_av`).
@@ -425,7 +425,7 @@ impl RdmEndpoint {
                 cntr: Counters::default(),
                 rxq,
                 peers: Vec::new(),
-                by_addr: HashMap::new(),
+                by_addr: FastMap::default(),
                 by_fi: U64Map::default(),
                 av_removals: 0,
                 txes: Slab::new(),

@@ -3,7 +3,7 @@
 //! packet), the handshake that tells each side the other's features (efa-reference §2), the
 //! connid our packets carry (§7), and the end of a peer that stopped answering (§6).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Instant;
 
 use super::ep::*;
@@ -13,6 +13,7 @@ use crate::core::{Errno, Result};
 use crate::prov::efa::device::{EfaAddr, HEADROOM, MIN_MTU};
 use crate::prov::shm::Pending;
 use crate::util::cq::CqErrEntry;
+use crate::util::hash::FastMap;
 
 /// Feature bits this endpoint advertises in its handshake (efa-reference §2: 1, 3, 4 and 6 are
 /// baseline in 2.6; 9 is this library's error responses).
@@ -35,7 +36,7 @@ pub(super) struct Peer {
     /// Ordered packets that arrived early, by msg_id (copies).
     pub ooo: BTreeMap<u32, Vec<Vec<u8>>>,
     /// Messages being received in several packets (medium), by msg_id.
-    pub rx_map: HashMap<u32, u64>,
+    pub rx_map: FastMap<u32, u64>,
     pub hs_sent: bool,
     pub hs_received: bool,
     pub extra_info: u64,
@@ -62,7 +63,7 @@ impl Peer {
             next_msg_id: 0,
             expected_msg_id: 0,
             ooo: BTreeMap::new(),
-            rx_map: HashMap::new(),
+            rx_map: FastMap::default(),
             hs_sent: false,
             hs_received: false,
             extra_info: 0,

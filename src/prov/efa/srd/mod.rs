@@ -30,7 +30,9 @@
 mod arrive;
 pub mod wire;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use crate::util::hash::FastMap;
 use std::hash::Hash;
 use std::ops::Range;
 
@@ -408,7 +410,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
 pub struct Transport<A> {
     cfg: Config,
     peers: Vec<Peer<A>>,
-    index: HashMap<PeerKey<A>, usize>,
+    index: FastMap<PeerKey<A>, usize>,
     transmits: VecDeque<Transmit<A>>,
     /// Peers whose `ack_due` is set.
     acks_due: Vec<usize>,
@@ -424,7 +426,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         Transport {
             cfg,
             peers: Vec::new(),
-            index: HashMap::new(),
+            index: FastMap::default(),
             transmits: VecDeque::new(),
             acks_due: Vec::new(),
             completions: VecDeque::new(),

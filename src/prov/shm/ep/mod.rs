@@ -39,7 +39,6 @@ pub use rx::Pending;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::Instant;
 
 use super::cmd::*;
 use super::region::{BOUNCE_SIZE, Region};
@@ -130,7 +129,9 @@ struct Inner {
     rx_ops: Slab<RxOp>,
     /// Responses (ACK, GO, DATA, CONNECT) that found the peer's ring full.
     outbox: VecDeque<(usize, Box<Cmd>)>,
-    last_liveness: Instant,
+    /// When peers' liveness was last checked (`sys::os::coarse_clock_ms`): read on every
+    /// progress call while operations wait.
+    last_liveness_ms: u64,
     /// Malformed, forged or misdirected commands dropped.
     dropped: u64,
 }
@@ -313,7 +314,7 @@ impl ShmEndpoint {
                 tx_ops: Slab::new(),
                 rx_ops: Slab::new(),
                 outbox: VecDeque::new(),
-                last_liveness: Instant::now(),
+                last_liveness_ms: crate::sys::os::coarse_clock_ms(),
                 dropped: 0,
             }),
             idle: Arc::new(IdleHint {
@@ -603,10 +604,12 @@ impl Endpoint for ShmEndpoint {
         Ok(super::RX_SIZE.saturating_sub(g.rxq.lock().posted()))
     }
 
+    /// Posting runs no progress: messages taken off the ring while an application posts a
+    /// batch of receives would find the rest not yet posted and take the unexpected path
+    /// (a copy, then a second match); the CQ read that follows finds them posted. A message
+    /// already waiting is matched at once (`post_recv`), and progress runs on every CQ read.
     fn recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
-        let r = self.post_recv(op, tagged);
-        self.progress();
-        r
+        self.post_recv(op, tagged)
     }
 
     fn send(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {

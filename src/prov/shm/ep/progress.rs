@@ -1,7 +1,7 @@
 //! Progress: one pass takes commands off our ring and hands each to its handler (in the file
 //! of its concern), then pushes segments and checks peers' liveness.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Inner, ShmEndpoint};
 use crate::prov::shm::cmd::*;
@@ -41,9 +41,10 @@ impl ShmEndpoint {
         }
         self.push_segments(g);
         if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty())
-            && g.last_liveness.elapsed() >= LIVENESS_PERIOD
+            && crate::sys::os::coarse_clock_ms().wrapping_sub(g.last_liveness_ms)
+                >= LIVENESS_PERIOD.as_millis() as u64
         {
-            g.last_liveness = Instant::now();
+            g.last_liveness_ms = crate::sys::os::coarse_clock_ms();
             self.check_liveness(g);
         }
     }
