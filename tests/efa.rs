@@ -6,6 +6,9 @@
 mod common;
 
 const SHM_TRANSFER: &str = "0";
+const RDM_DOMAIN: &str = "srd_lo-rdm";
+const DEVICE_WAIT_FD: bool = true;
+fn device_setup() {}
 include!("common/efa_cases.rs");
 
 /// DGRAM in FI_MSG_PREFIX mode (efa-reference §10: 40 bytes, where a UD device puts the GRH):

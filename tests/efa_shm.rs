@@ -5,4 +5,7 @@
 mod common;
 
 const SHM_TRANSFER: &str = "1";
+const RDM_DOMAIN: &str = "srd_lo-rdm";
+const DEVICE_WAIT_FD: bool = true;
+fn device_setup() {}
 include!("common/efa_cases.rs");

@@ -4,6 +4,7 @@
 
 pub mod checksum;
 pub mod cma;
+pub mod dl;
 pub mod long_double;
 pub mod mem;
 pub mod netif;

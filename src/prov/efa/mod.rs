@@ -1,10 +1,12 @@
 //! The efa provider (fi_efa(7)): EFA's RDM protocol (v4) over a device layer, and the DGRAM
 //! endpoint straight on the device.
 //!
-//! Devices are the software SRD over UDP ([`device::udp`]), one per usable interface, named
-//! `srd_<interface>`; `fi_getinfo` lists, per device, an RDM entry (domain `<dev>-rdm`) and a
-//! DGRAM entry (`<dev>-dgrm`), as upstream does for each EFA NIC (efa-reference §10). Upstream's
-//! third entry, `efa-direct`, needs device RDMA and is not offered: the software device has none.
+//! Devices are EFA NICs through rdma-core ([`device::verbs`], named as verbs names them, e.g.
+//! `efa0`), listed first, and the software SRD over UDP ([`device::udp`]), one per usable
+//! interface, named `srd_<interface>`; `fi_getinfo` lists, per device, an RDM entry (domain
+//! `<dev>-rdm`) and a DGRAM entry (`<dev>-dgrm`), as upstream does for each EFA NIC
+//! (efa-reference §10). Upstream's third entry, `efa-direct`, needs device RDMA and is not
+//! offered yet.
 
 pub mod device;
 pub mod dgram;
@@ -28,6 +30,7 @@ use crate::util::mr::{Mr, MrMap, MrRequest};
 use crate::util::provider::AtomicAttr;
 use crate::util::{Domain, Endpoint, Fabric, Provider};
 use device::udp::{DeviceConfig, UdpDevice, UdpDeviceInfo};
+use device::verbs::{HwContext, HwDeviceInfo, VerbsDevice};
 use device::{EFA_ADDR_LEN, EfaAddr};
 
 pub const PROV_NAME: &str = "efa";
@@ -131,12 +134,46 @@ pub fn define_params() {
     let _ = device_knobs();
 }
 
-/// The devices (`FI_EFA_IFACE`, `FI_EFA_MTU_SIZE` select and shape them). Discovered once, as
+/// A device of this host: an EFA NIC through rdma-core, or the software SRD over an
+/// interface.
+#[derive(Debug, Clone)]
+pub enum DevInfo {
+    Hw(HwDeviceInfo),
+    Soft(UdpDeviceInfo),
+}
+
+impl DevInfo {
+    /// `efa0`, `srd_eth0`: the domains are `<name>-rdm` and `<name>-dgrm`.
+    pub fn name(&self) -> &str {
+        match self {
+            DevInfo::Hw(d) => &d.name,
+            DevInfo::Soft(d) => &d.name,
+        }
+    }
+
+    /// Largest datagram payload.
+    pub fn mtu(&self) -> usize {
+        match self {
+            DevInfo::Hw(d) => d.mtu,
+            DevInfo::Soft(d) => d.mtu,
+        }
+    }
+
+    pub fn gid(&self) -> [u8; 16] {
+        match self {
+            DevInfo::Hw(d) => d.gid,
+            DevInfo::Soft(d) => EfaAddr::gid_of(d.iface.addr),
+        }
+    }
+}
+
+/// The devices (`FI_EFA_IFACE`, `FI_EFA_MTU_SIZE` select and shape them): EFA NICs first
+/// (efa-reference §10), then the software SRD devices. Discovered once, as
 /// upstream builds its device list when the provider loads, and again when the settings change
 /// or `fi_getinfo` passes `FI_RESCAN`: discovery costs system calls per interface, which made
 /// every `fi_getinfo` take ~100 µs.
-fn devices(rescan: bool) -> Vec<UdpDeviceInfo> {
-    type Cache = Option<((Option<String>, usize), Vec<UdpDeviceInfo>)>;
+fn devices(rescan: bool) -> Vec<DevInfo> {
+    type Cache = Option<((Option<String>, usize), Vec<DevInfo>)>;
     static CACHE: Mutex<Cache> = Mutex::new(None);
     let knobs = device_knobs();
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
@@ -144,7 +181,16 @@ fn devices(rescan: bool) -> Vec<UdpDeviceInfo> {
         Some((k, list)) if !rescan && *k == knobs => list.clone(),
         _ => {
             let (iface, mtu) = &knobs;
-            let list = device::udp::discover(iface.as_deref(), (*mtu > 0).then_some(*mtu));
+            let mtu = (*mtu > 0).then_some(*mtu);
+            let mut list: Vec<DevInfo> = device::verbs::discover(iface.as_deref(), mtu)
+                .into_iter()
+                .map(DevInfo::Hw)
+                .collect();
+            list.extend(
+                device::udp::discover(iface.as_deref(), mtu)
+                    .into_iter()
+                    .map(DevInfo::Soft),
+            );
             *cache = Some((knobs, list.clone()));
             list
         }
@@ -321,7 +367,41 @@ fn nic(dev: &UdpDeviceInfo, pci: bool) -> Nic {
     }
 }
 
-fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
+/// The NIC of an EFA device, as upstream describes it: the verbs device name, vendor part,
+/// the port's MTU, speed and state. (The PCI function is left unknown in this slice.)
+fn hw_nic(dev: &HwDeviceInfo) -> Nic {
+    Nic {
+        device: Some(DeviceAttr {
+            name: Some(dev.name.clone()),
+            device_id: Some(format!("0x{:x}", dev.vendor_part_id)),
+            device_version: Some("0".into()),
+            vendor_id: Some("0x1d0f".into()),
+            driver: Some("efa".into()),
+            firmware: None,
+        }),
+        bus: Some(BusAttr {
+            bus_type: FI_BUS_UNSPEC,
+            ..Default::default()
+        }),
+        link: Some(LinkAttr {
+            address: Some(format!(
+                "EFA-{}",
+                EfaAddr {
+                    gid: dev.gid,
+                    ..Default::default()
+                }
+                .gid_text()
+            )),
+            mtu: dev.mtu,
+            speed: usize::try_from(dev.speed_bps).unwrap_or(usize::MAX),
+            state: if dev.up { FI_LINK_UP } else { FI_LINK_DOWN },
+            network_type: Some("Ethernet".into()),
+        }),
+    }
+}
+
+fn static_info(di: &DevInfo, kind: Kind) -> Info {
+    let mtu = di.mtu();
     let rdm = kind == Kind::Rdm;
     let caps = if rdm { RDM_CAPS } else { DGRAM_CAPS };
     let order = if rdm {
@@ -333,12 +413,17 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
     } else {
         0
     };
-    let inject = if rdm { inject_size(dev.mtu) } else { 0 };
+    // DGRAM sends inline what the device takes inline (§10); the software device has none.
+    let inject = match (rdm, di) {
+        (true, _) => inject_size(mtu),
+        (false, DevInfo::Hw(d)) => d.inline_size,
+        (false, DevInfo::Soft(_)) => 0,
+    };
     let src = EfaAddr {
-        gid: EfaAddr::gid_of(dev.iface.addr),
+        gid: di.gid(),
         ..Default::default()
     };
-    let atomic = max_atomic_bytes(dev.mtu);
+    let atomic = max_atomic_bytes(mtu);
     Info {
         caps,
         mode: 0,
@@ -384,7 +469,7 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
             type_: if rdm { FI_EP_RDM } else { FI_EP_DGRAM },
             protocol: FI_PROTO_EFA,
             protocol_version: if rdm { 4 } else { 1 },
-            max_msg_size: if rdm { u64::MAX as usize } else { dev.mtu },
+            max_msg_size: if rdm { u64::MAX as usize } else { mtu },
             max_order_raw_size: if rdm { atomic } else { 0 },
             max_order_war_size: if rdm { atomic } else { 0 },
             max_order_waw_size: if rdm { atomic } else { 0 },
@@ -394,7 +479,7 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
             ..Default::default()
         },
         domain_attr: DomainAttr {
-            name: Some(format!("{}{}", dev.name, kind.suffix())),
+            name: Some(format!("{}{}", di.name(), kind.suffix())),
             // fi_domain(3): local and remote communication are domain capabilities.
             caps: FI_LOCAL_COMM | FI_REMOTE_COMM,
             threading: if rdm {
@@ -433,7 +518,10 @@ fn static_info(dev: &UdpDeviceInfo, kind: Kind) -> Info {
             prov_version: PROV_VERSION,
             ..Default::default()
         },
-        nic: Some(nic(dev, nic_pci_enabled())),
+        nic: Some(match di {
+            DevInfo::Hw(d) => hw_nic(d),
+            DevInfo::Soft(d) => nic(d, nic_pci_enabled()),
+        }),
         ..Default::default()
     }
 }
@@ -531,7 +619,7 @@ impl InfoProvider for EfaProvider {
             });
         }
         if let Some(d) = dest.filter(|a| !a.ip().is_unspecified()) {
-            let local: Vec<[u8; 16]> = devs.iter().map(|d| EfaAddr::gid_of(d.iface.addr)).collect();
+            let local: Vec<[u8; 16]> = devs.iter().map(DevInfo::gid).collect();
             all.retain(|i| reaches(i, &d, &local));
             // Stable: a device that owns the destination (the peer is on this host) first.
             all.sort_by_key(|i| i.src_addr.as_deref().map(|s| &s[..16]) != Some(&d.gid[..]));
@@ -635,12 +723,18 @@ impl Fabric for EfaFabric {
         }
         let dev = devices(false)
             .into_iter()
-            .find(|d| d.name == dev_name)
+            .find(|d| d.name() == dev_name)
             .ok_or(Errno::NODEV)?;
+        // An EFA device is opened once per domain (context, PD, address handles).
+        let hw = match &dev {
+            DevInfo::Hw(d) => Some(HwContext::open(d)?),
+            DevInfo::Soft(_) => None,
+        };
         let mr_mode = info.domain_attr.mr_mode;
         Ok(Arc::new_cyclic(|me| EfaDomain {
             me: me.clone(),
             dev,
+            hw,
             rdm: kind == Kind::Rdm,
             mr_map: Arc::new(MrMap::new(mr_mode, 4)),
             mr_mode,
@@ -673,7 +767,9 @@ pub fn has_feature(name: &str) -> bool {
 
 pub struct EfaDomain {
     me: std::sync::Weak<EfaDomain>,
-    pub dev: UdpDeviceInfo,
+    pub dev: DevInfo,
+    /// The open EFA device of a hardware domain.
+    hw: Option<Arc<HwContext>>,
     rdm: bool,
     pub mr_map: Arc<MrMap>,
     mr_mode: i32,
@@ -700,25 +796,46 @@ impl EfaDomain {
         }
     }
 
-    /// Opens a queue pair, on the port named by the info's source address if any (a source
-    /// without a service gets a fresh port).
-    fn open_device(&self, info: &Info) -> Result<UdpDevice> {
+    /// Opens a queue pair: an SRD QP on an EFA device, or a UDP socket on the port named by
+    /// the info's source address if any (a source without a service gets a fresh port).
+    fn open_device(&self, info: &Info) -> Result<Box<dyn device::Device>> {
+        let dev = match (&self.dev, &self.hw) {
+            (DevInfo::Hw(_), Some(hw)) => {
+                // The QPN is the device's to choose: a service in the source is not honoured.
+                // rnr_retry 3 until FI_OPT_EFA_RNR_RETRY says otherwise (efa-reference §6).
+                return VerbsDevice::open(hw, 3)
+                    .map(|d| Box::new(d) as Box<dyn device::Device>)
+                    .inspect_err(|e| {
+                        crate::fi_warn!(
+                            PROV_NAME,
+                            crate::core::log::Subsys::EpCtrl,
+                            "{}: cannot open an SRD queue pair: {}",
+                            hw.info.name,
+                            e
+                        );
+                    });
+            }
+            (DevInfo::Soft(d), _) => d,
+            (DevInfo::Hw(_), None) => return Err(Errno::NODEV),
+        };
         let port = info
             .src_addr
             .as_deref()
             .and_then(EfaAddr::from_bytes)
             .map_or(0, |a| a.qpn);
-        UdpDevice::open(&self.dev, port, &self.device_config()).inspect_err(|e| {
-            crate::fi_warn!(
-                PROV_NAME,
-                crate::core::log::Subsys::EpCtrl,
-                "{}: cannot bind {}:{}: {}",
-                self.dev.name,
-                self.dev.iface.addr,
-                port,
-                e
-            );
-        })
+        UdpDevice::open(dev, port, &self.device_config())
+            .map(|d| Box::new(d) as Box<dyn device::Device>)
+            .inspect_err(|e| {
+                crate::fi_warn!(
+                    PROV_NAME,
+                    crate::core::log::Subsys::EpCtrl,
+                    "{}: cannot bind {}:{}: {}",
+                    dev.name,
+                    dev.iface.addr,
+                    port,
+                    e
+                );
+            })
     }
 }
 
@@ -779,7 +896,7 @@ impl EfaDomain {
 
 impl Domain for EfaDomain {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn Endpoint>> {
-        let dev = Box::new(self.open_device(info)?);
+        let dev = self.open_device(info)?;
         self.endpoint_with(info, dev)
     }
 
@@ -819,7 +936,7 @@ impl Domain for EfaDomain {
         {
             return Err(Errno::BADFLAGS);
         }
-        let count = atomic_count(kind, datatype, op, self.dev.mtu)?;
+        let count = atomic_count(kind, datatype, op, self.dev.mtu())?;
         let size = crate::util::atomic::datatype_size(datatype).ok_or(Errno::OPNOTSUPP)?;
         Ok(AtomicAttr { count, size })
     }
@@ -880,7 +997,7 @@ mod tests {
             },
         };
         for kind in [Kind::Rdm, Kind::Dgram] {
-            let i = static_info(&dev, kind);
+            let i = static_info(&DevInfo::Soft(dev.clone()), kind);
             let scope = FI_LOCAL_COMM | FI_REMOTE_COMM;
             assert_eq!(i.caps & scope, scope);
             assert_eq!(i.domain_attr.caps & scope, scope);
@@ -1026,11 +1143,16 @@ mod tests {
         assert_eq!(both[0].domain_attr.name.as_deref(), Some("srd_lo-rdm"));
         // Every device owns its address: as a destination it comes first.
         for d in devices(false) {
-            let node = d.iface.addr.to_string();
+            let node = EfaAddr {
+                gid: d.gid(),
+                ..Default::default()
+            }
+            .ip()
+            .to_string();
             let l = EFA.getinfo(v, Some(&node), Some("1"), 0, Some(&h)).unwrap();
             assert_eq!(
                 l[0].domain_attr.name.as_deref(),
-                Some(format!("{}-rdm", d.name).as_str()),
+                Some(format!("{}-rdm", d.name()).as_str()),
                 "{node}"
             );
         }

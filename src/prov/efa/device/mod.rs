@@ -2,14 +2,17 @@
 //! paragraph) — reliable but unordered datagrams up to an MTU between (GID, QPN) pairs with a
 //! QKEY check, completions with length and source, receiver-not-ready and unreachable errors.
 //!
-//! Devices: [`udp::UdpDevice`], the software SRD over UDP sockets (any Ethernet host), and
+//! Devices: [`udp::UdpDevice`], the software SRD over UDP sockets (any Ethernet host),
 //! [`sim::SimDevice`], the same transport over an in-memory network with a seeded fault
-//! injector (tests). Neither offers RDMA read/write: the RDM protocol emulates one-sided
-//! operations with its own packets.
+//! injector (tests), and [`verbs::VerbsDevice`], an SRD queue pair of an EFA NIC through
+//! rdma-core loaded at run time (tests run it over an emulated NIC, `verbs::emul`). The RDM
+//! protocol emulates one-sided operations with its own packets on all of them (device RDMA on
+//! EFA is a later step, docs/hardware.md).
 
 pub mod faults;
 pub mod sim;
 pub mod udp;
+pub mod verbs;
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};

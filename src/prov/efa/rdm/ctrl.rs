@@ -18,6 +18,11 @@ impl RdmEndpoint {
             Ctrl::CtsData { connid, .. } | Ctrl::Handshake { connid, .. } => connid,
             _ => None,
         };
+        // QKEY 0: the device does not know the sender's (EFA hardware); its connid says it.
+        let src = match connid {
+            Some(c) if src.qkey == 0 => EfaAddr { qkey: c, ..src },
+            _ => src,
+        };
         if connid.is_some_and(|c| c != src.qkey) {
             g.dropped += 1;
             return;

@@ -129,8 +129,11 @@ fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
             Ok(())
         }
         FI_OPT_EFA_USE_DEVICE_RDMA => {
-            if flag()? {
-                // The software device has no RDMA (§10): asking for it cannot be honoured.
+            // Only a device with RDMA read can be asked to use it (as upstream: the software
+            // device has none, an EFA device says so in its efadv caps). The RDM protocol
+            // itself still emulates one-sided operations on every device: driving device
+            // RDMA is a later step (docs/hardware.md), so getopt keeps answering "emulated".
+            if flag()? && !g.dev.caps().rdma_read {
                 Err(Errno::OPNOTSUPP)
             } else {
                 Ok(())

@@ -371,6 +371,18 @@ impl RdmEndpoint {
         };
         match pkt {
             Pkt::Req(req) => {
+                // A device that cannot say the sender's QKEY (EFA hardware reports GID and
+                // QPN only, `device::verbs`) gives 0: the packet's raw address or connid
+                // header says it (efa-reference §7).
+                let src = if src.qkey == 0 {
+                    match (req.raw_addr, req.connid) {
+                        (Some(a), _) if a.gid == src.gid && a.qpn == src.qpn => a,
+                        (None, Some(c)) => EfaAddr { qkey: c, ..src },
+                        _ => src,
+                    }
+                } else {
+                    src
+                };
                 // The sender is who the transport says; a raw address or connid that disagrees
                 // is a spoof (efa-reference §7).
                 if req.raw_addr.is_some_and(|a| a != src)
