@@ -82,6 +82,22 @@ impl Peer {
 }
 
 impl Inner {
+    /// How many peers were reached through shm, and how many through the device (sent to or
+    /// heard from there).
+    pub fn paths(&self) -> (usize, usize) {
+        let shm = self
+            .peers
+            .iter()
+            .filter(|p| p.via_shm == Some(true))
+            .count();
+        let dev = self
+            .peers
+            .iter()
+            .filter(|p| p.via_shm != Some(true) && (p.contacted || p.hs_received))
+            .count();
+        (shm, dev)
+    }
+
     /// After entries were removed from the AV (`Av::removed_since`), what each peer's `fi_addr`
     /// is now: an index may since name another address (fi_av(3) lets inserts reuse removed
     /// ones), and a removed peer is no longer a source anyone asked for.
