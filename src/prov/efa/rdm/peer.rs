@@ -225,7 +225,15 @@ impl RdmEndpoint {
         g.peers[p].dead = true;
         let addr = g.peers[p].addr;
         g.dev.abandon(addr);
-        for id in g.txes.ids_where(|t| t.peer == p) {
+        let txes = g.txes.ids_where(|t| t.peer == p);
+        crate::fi_warn!(
+            "efa",
+            crate::core::log::Subsys::EpData,
+            "peer {} stopped answering: {} pending operation(s) to it fail",
+            addr.straddr(),
+            txes.len()
+        );
+        for id in txes {
             g.fail_tx(id, Errno::CONNABORTED, 13);
         }
         let rx_cq = g.rx_cq.clone();
