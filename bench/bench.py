@@ -232,6 +232,19 @@ class Bench:
                              text=True, check=True).stdout.split()
         return float(out[2]) * 1000, float(out[3]), float(out[4])  # GB/s -> MB/s
 
+    def incast(self):
+        """bench/incast.sh (root: network namespaces): every other host of a 4-host namespace
+        cluster sends 1 MiB tagged messages to one host at once, against one sender alone; its
+        Markdown table's lines."""
+        exe = os.path.join(ROOT, "bench", "incast.sh")
+        iters = "100" if self.quick else "1000"
+        out = subprocess.run([exe, os.path.join(self.build, "fabtests"),
+                              os.path.join(self.build, "lib"), iters], capture_output=True,
+                             text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr.strip() or "incast.sh failed")
+        return out.stdout.strip().splitlines()
+
     def limit(self, what, arg):
         """One run of bench/limits, MB/s."""
         exe = os.path.join(self.build, "bench", "limits")
@@ -412,6 +425,8 @@ def main():
                            for r in live]))
     for row in live:
         mem[row.label] = attempt(f"{row.label} memory", lambda: b.memory(row))
+    # Needs root (network namespaces): elsewhere the section says it was skipped.
+    incast = attempt("incast", b.incast) if os.geteuid() == 0 else None
 
     stamp = f"{datetime.date.today().isoformat()}-{commit()}"
     md = os.path.join(a.out, f"{stamp}.md")
@@ -567,6 +582,20 @@ def main():
             if got:
                 w(f"| {r.label} | " + ", ".join(f"{v:.0f} ({h:.2f})" for v, h in got) + " |")
         w("")
+    w("## Incast across hosts (bench/incast.sh: 4 network-namespace hosts on one bridge, "
+      "MTU 1500; ours efa over SRD, rdm_tagged_bw 1 MiB, "
+      f"{'100' if a.quick else '1,000'} messages per sender, one run)")
+    w("")
+    w("Every other host sends to host 0 at once, against one sender alone. A sender's share: its "
+      "MB/s over the fair split of the senders' sum (1 = fair). On this 2-core VM the senders' "
+      "and receivers' processes share the CPUs, so the aggregate is bound by CPU, not the bridge.")
+    w("")
+    if incast:
+        for line in incast:
+            w(line)
+    else:
+        w("(not measured: " + ("failed" if os.geteuid() == 0 else "needs root") + ")")
+    w("")
     w("## Targets against upstream 2.5.1 (issue 27; reported, not enforced)")
     w("")
     t_rows = [

@@ -4,7 +4,7 @@
 # bench/results/ (committed); QUICK=1 runs each figure once with few iterations into
 # build/bench-quick/, and make test runs that to prove the bench still works (no figure is
 # asserted).
-DEBIAN_PACKAGES += gnuplot-nox libfabric-bin libfabric-dev python3
+DEBIAN_PACKAGES += gnuplot-nox libfabric-bin libfabric-dev python3 iproute2
 BENCH_BIN       := $(BUILD)/bench
 BENCH_OUT        = $(if $(QUICK),$(BUILD)/bench-quick,bench/results)
 TEST_TARGETS    += test-bench
