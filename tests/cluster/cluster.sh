@@ -43,7 +43,7 @@ fails=0
 ns_of() { echo "${CLUSTER_PREFIX}h$1"; }
 ip_of() { echo "10.30.0.$(($1 + 1))"; }
 
-# Kills whatever still runs in the namespaces, then removes them.
+# Kills whatever still runs in the hosts.
 kill_all() {
 	local i
 	for i in $(seq 0 $((hosts - 1))); do
