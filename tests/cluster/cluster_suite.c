@@ -4,8 +4,8 @@
  *
  *   cluster_suite            ring, bcast, allreduce, alltoall, alltoallv at 8 B - 4 MiB, then
  *                            MPI_Put / MPI_Get / MPI_Accumulate (fence and lock epochs)
- *   cluster_suite loop <s>   allreduces of 64 KiB for <s> seconds (the fault cases), each
- *                            result checked; rank 0 decides when to stop
+ *   cluster_suite loop <s> [bytes]   allreduces of 64 KiB (or <bytes>) for <s> seconds (the
+ *                            fault cases), each result checked; rank 0 decides when to stop
  *
  * Rank 0 reports which libfabric.so.1 the MPI library loaded and how many hosts the ranks ran
  * on (distinct MPI_Get_processor_name: each host has its own UTS namespace).
@@ -218,10 +218,10 @@ static double now(void)
 	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/* Allreduces of 64 KiB for `secs` seconds; element 0 carries rank 0's stop flag. */
-static long loop(double secs)
+/* Allreduces of `CNT` int64 (64 KiB by default) for `secs` seconds; element 0 carries rank
+ * 0's stop flag. */
+static long loop(double secs, int CNT)
 {
-	enum { CNT = 8192 };
 	int64_t *x = malloc(sizeof(int64_t) * CNT), *y = malloc(sizeof(int64_t) * CNT);
 	double t0 = now();
 	long it = 0;
@@ -280,13 +280,15 @@ int main(int argc, char **argv)
 	}
 	int nhosts = hosts();
 	double t0 = now();
-	if (argc == 3 && !strcmp(argv[1], "loop")) {
-		long it = loop(atof(argv[2]));
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "loop")) {
+		int cnt = argc == 4 ? atoi(argv[3]) / 8 : 8192;
+		CHECK(cnt >= 2, "loop: at least 16 bytes");
+		long it = loop(atof(argv[2]), cnt);
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (rank == 0)
-			printf("cluster_suite: %d ranks on %d hosts: %ld allreduces of 64 KiB in %.1f s, "
+			printf("cluster_suite: %d ranks on %d hosts: %ld allreduces of %d B in %.1f s, "
 			       "every element checked\n",
-			       nranks, nhosts, it, now() - t0);
+			       nranks, nhosts, it, cnt * 8, now() - t0);
 	} else {
 		unsigned char *s = malloc(MAXSZ), *d = malloc(MAXSZ);
 		CHECK(s && d, "out of memory");
