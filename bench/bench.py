@@ -295,6 +295,33 @@ class Bench:
                              text=True, check=True).stdout.split()
         return float(out[2]) * 1000, float(out[3]), float(out[4])  # GB/s -> MB/s
 
+    def many_peers(self):
+        """bench/many_peers on our library, one run: (µs per message with 64 peers in the AV,
+        with 10,000 made-up ones and the 64, KiB for the 10,000 inserts, KiB grown during the
+        traffic with 64, with 10,064)."""
+        exe = os.path.join(self.build, "bench", "many_peers")
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(self.build, "lib"))
+        env.pop("LD_PRELOAD", None)
+        out = subprocess.run([exe, "5000" if self.quick else "50000"], env=env,
+                             capture_output=True, text=True, check=True, timeout=600)
+        f = out.stdout.split()
+        if not f or f[0] != "many_peers":
+            raise RuntimeError(f"many_peers: {out.stdout.strip()} {out.stderr.strip()}")
+        return [float(x) for x in f[1:6]]
+
+    def incast(self):
+        """bench/incast.sh (root: network namespaces): every other host of a 4-host namespace
+        cluster sends 1 MiB tagged messages to one host at once, against one sender alone; its
+        Markdown table's lines."""
+        exe = os.path.join(ROOT, "bench", "incast.sh")
+        iters = "100" if self.quick else "1000"
+        out = subprocess.run([exe, os.path.join(self.build, "fabtests"),
+                              os.path.join(self.build, "lib"), iters], capture_output=True,
+                             text=True, timeout=600)
+        if out.returncode != 0:
+            raise RuntimeError(out.stderr.strip() or "incast.sh failed")
+        return out.stdout.strip().splitlines()
+
     def limit(self, what, arg):
         """One run of bench/limits, MB/s."""
         exe = os.path.join(self.build, "bench", "limits")
@@ -506,6 +533,9 @@ def main():
         except (subprocess.CalledProcessError, OSError) as e:
             failures.append(f"veth pair: {e}")
             veth_skip = f"not run: the namespaces could not be made ({e})"
+    many = [x for x in (attempt("many peers", b.many_peers) for _ in range(runs)) if x]
+    # Needs root (network namespaces): elsewhere the section says it was skipped.
+    incast = attempt("incast", b.incast) if os.geteuid() == 0 else None
 
     stamp = f"{datetime.date.today().isoformat()}-{commit()}"
     md = os.path.join(a.out, f"{stamp}.md")
@@ -692,6 +722,34 @@ def main():
             if got:
                 w(f"| {r.label} | " + ", ".join(f"{v:.0f} ({h:.2f})" for v, h in got) + " |")
         w("")
+    w("## Many peers in one AV (bench/many_peers: ours, efa over SRD on loopback, one thread; "
+      "8 B messages to 64 receiving endpoints in turn, 64 in flight)")
+    w("")
+    w("The same traffic from an endpoint whose AV holds only the 64, and from one whose AV "
+      "holds 10,000 made-up peers first, then the 64. Memory grown during the timed traffic "
+      "(after a first round to every peer); the first sender also pays for one-time pools.")
+    w("")
+    w("| AV | µs per message | KiB for the 10,000 inserts | KiB grown during the traffic |")
+    w("|---|---|---|---|")
+    col = [list(c) for c in zip(*many)] if many else [[]] * 5
+    w(f"| 64 peers | {cell(col[0], 2)} | — | {cell(col[3])} |")
+    w(f"| 10,000 made-up + 64 | {cell(col[1], 2)} | {cell(col[2])} | {cell(col[4])} |")
+    w(f"| ratio, run by run | {cell([y / x for x, y in zip(col[0], col[1])], 2)} | | |")
+    w("")
+    w("## Incast across hosts (bench/incast.sh: 4 network-namespace hosts on one bridge, "
+      "MTU 1500; ours efa over SRD, rdm_tagged_bw 1 MiB, "
+      f"{'100' if a.quick else '1,000'} messages per sender, one run)")
+    w("")
+    w("Every other host sends to host 0 at once, against one sender alone. A sender's share: its "
+      "MB/s over the fair split of the senders' sum (1 = fair). On this 2-core VM the senders' "
+      "and receivers' processes share the CPUs, so the aggregate is bound by CPU, not the bridge.")
+    w("")
+    if incast:
+        for line in incast:
+            w(line)
+    else:
+        w("(not measured: " + ("failed" if os.geteuid() == 0 else "needs root") + ")")
+    w("")
     w("## Targets against upstream 2.5.1 (issue 27; reported, not enforced)")
     w("")
     t_rows = [

@@ -570,6 +570,49 @@ fn local_peers_take_the_path_the_knob_says() {
     }
 }
 
+/// "Same host" for efa is "same address" (the GID): a peer on another interface of this very
+/// machine, which shares our kernel and /dev/shm (its shm endpoint is there to be found), as a
+/// rank in another network namespace does, is reached through the device, never shm; a peer at
+/// our own address takes shm when it is on. `tests/cluster` checks the same across namespaces.
+#[test]
+fn only_peers_at_our_own_address_take_shm() {
+    init();
+    let rdm = |i: &fabric::core::Info| {
+        i.domain_attr
+            .name
+            .as_deref()
+            .is_some_and(|n| n.ends_with("-rdm") && n != "srd_lo-rdm")
+    };
+    let hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    let infos =
+        fabric::core::provider::InfoProvider::getinfo(&EFA, fi_version(2, 6), None, None, 0, Some(&hints))
+            .unwrap_or_default();
+    if !infos.iter().any(rdm) {
+        eprintln!("no interface but loopback: skipped");
+        return;
+    }
+    let (a, b, ab, ba) = pair();
+    let c = Node::open_hints(&EFA, &hints, rdm);
+    let (ac, ca) = (a.insert_hex(&c.name_hex()), c.insert_hex(&a.name_hex()));
+    exchange(&a, &c, ac, 64 << 10, true, true, 3);
+    exchange(&c, &a, ca, 64 << 10, false, false, 4);
+    exchange(&a, &b, ab, 64 << 10, true, true, 5);
+    exchange(&b, &a, ba, 64 << 10, false, true, 6);
+    let paths = |n: &Node| {
+        n.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .map(|e| e.peer_paths())
+            .unwrap()
+    };
+    let on = SHM_TRANSFER == "1";
+    // a: b through shm (when on), c through the device; c: a through the device.
+    assert_eq!(paths(&a), if on { (1, 1) } else { (0, 2) }, "a's peers");
+    assert_eq!(paths(&c), (0, 1), "c's peer a");
+}
+
 /// One receive queue for both paths: b takes messages from a (through shm when local peers use
 /// it) and from c, which may not use shared memory (FI_OPT_SHARED_MEMORY_PERMITTED false), so
 /// reaches b through the device. Both land in one multi-receive buffer, each in its own bytes,

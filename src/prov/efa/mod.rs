@@ -513,7 +513,7 @@ fn static_info(di: &DevInfo, kind: Kind) -> Info {
             ..Default::default()
         },
         fabric_attr: FabricAttr {
-            name: Some(PROV_NAME.into()),
+            name: Some(fabric_name(dev).into()),
             prov_name: Some(PROV_NAME.into()),
             prov_version: PROV_VERSION,
             ..Default::default()
@@ -523,6 +523,25 @@ fn static_info(di: &DevInfo, kind: Kind) -> Info {
             DevInfo::Soft(d) => nic(d, nic_pci_enabled()),
         }),
         ..Default::default()
+    }
+}
+
+/// The fabric of a loopback device: not the network of the other devices (fi_fabric(3): a
+/// fabric is the resources that reach one network), since it reaches no other host.
+pub const LOOPBACK_FABRIC: &str = "efa-loopback";
+
+/// The fabric an entry of device `dev` names: `efa` (the network its peers are on), or
+/// [`LOOPBACK_FABRIC`]. Applications that spread a host's processes over the entries that
+/// look alike must not take loopback for another NIC of the same network: Open MPI 4.1
+/// (opal common_ofi) groups entries by fabric name and attributes, and with jumbo frames,
+/// where efa's loopback and Ethernet entries had the same attributes, put every second rank
+/// of a host on loopback, where no other host reaches it and where, every host's loopback
+/// address being the same, peers on other hosts looked local (tests/cluster, MTU 9000).
+fn fabric_name(dev: &UdpDeviceInfo) -> &'static str {
+    if dev.iface.loopback {
+        LOOPBACK_FABRIC
+    } else {
+        PROV_NAME
     }
 }
 
@@ -692,7 +711,11 @@ impl InfoProvider for EfaProvider {
 
 impl Provider for EfaProvider {
     fn fabric(&self, attr: &FabricAttr) -> Result<Arc<dyn Fabric>> {
-        if attr.name.as_deref().is_some_and(|n| n != PROV_NAME) {
+        if attr
+            .name
+            .as_deref()
+            .is_some_and(|n| n != PROV_NAME && n != LOOPBACK_FABRIC)
+        {
             return Err(Errno::NODEV);
         }
         Ok(Arc::new(EfaFabric))
@@ -1004,6 +1027,34 @@ mod tests {
             assert_eq!(i.tx_attr.caps & scope, 0);
             assert_eq!(i.rx_attr.caps & scope, 0);
         }
+    }
+
+    /// A loopback device is a fabric of its own: an application grouping the entries that
+    /// look alike (Open MPI 4.1 spreads a host's ranks over them) never takes it for another
+    /// NIC of the network, even where every other attribute matches (at MTU 9000).
+    #[test]
+    fn loopback_is_a_fabric_of_its_own() {
+        let eth = dev_on(None, 0);
+        let mut lo = dev_on(None, 0);
+        lo.name = "srd_lo".into();
+        lo.iface.name = "lo".into();
+        lo.iface.addr = "127.0.0.1".parse().unwrap();
+        lo.iface.loopback = true;
+        for kind in [Kind::Rdm, Kind::Dgram] {
+            let (e, l) = (static_info(&eth, kind), static_info(&lo, kind));
+            assert_eq!(e.fabric_attr.name.as_deref(), Some(PROV_NAME));
+            assert_eq!(l.fabric_attr.name.as_deref(), Some(LOOPBACK_FABRIC));
+            assert_eq!(l.fabric_attr.prov_name.as_deref(), Some(PROV_NAME));
+            // Both open.
+            for i in [&e, &l] {
+                assert!(Provider::fabric(&EFA, &i.fabric_attr).is_ok());
+            }
+        }
+        let other = FabricAttr {
+            name: Some("tcp".into()),
+            ..Default::default()
+        };
+        assert!(Provider::fabric(&EFA, &other).is_err());
     }
 
     fn dev_on(pci: Option<crate::sys::netif::PciAddr>, speed_bps: u64) -> UdpDeviceInfo {

@@ -503,6 +503,11 @@ impl RdmEndpoint {
         self.lock().dev.stats()
     }
 
+    /// How many peers went through shm and how many through the device (as logged at close).
+    pub fn peer_paths(&self) -> (usize, usize) {
+        self.lock().paths()
+    }
+
     /// Whether polls now leave the device alone (`quiet`), and whether the watcher watches it
     /// (else it is still looked at every `QUIET_POLL_PERIOD`).
     pub fn device_quiet_state(&self) -> (bool, bool) {
@@ -704,10 +709,15 @@ impl Endpoint for RdmEndpoint {
         g.dev.service();
         g.dev.flush_all();
         // What the transport went through (FI_LOG_LEVEL=info): retransmissions, RNR, drops.
+        // And which path its peers took (shm or the device), to check from outside which
+        // peers were found to be on this host (tests/cluster).
+        let (via_shm, via_dev) = g.paths();
         crate::fi_info!(
             "efa",
             crate::core::log::Subsys::EpData,
-            "endpoint closed; transport: {:?}",
+            "endpoint {} closed; peers: {via_shm} through shm, {via_dev} through the device; \
+             transport: {:?}",
+            g.dev.addr().straddr(),
             g.dev.stats()
         );
         Ok(())

@@ -99,6 +99,16 @@ impl RdmEndpoint {
                         peer.addr.straddr()
                     );
                 }
+                // Which path each peer takes, for tests across hosts (tests/cluster): shm
+                // only ever for a peer at our own GID.
+                crate::fi_info!(
+                    "efa",
+                    crate::core::log::Subsys::EpData,
+                    "route {} -> {}: {}",
+                    g.dev.addr().straddr(),
+                    peer.addr.straddr(),
+                    if v { "shm" } else { "device" }
+                );
                 g.peers[p].via_shm = Some(v);
                 v
             }

@@ -83,6 +83,22 @@ impl Peer {
 }
 
 impl Inner {
+    /// How many peers were reached through shm, and how many through the device (sent to or
+    /// heard from there).
+    pub fn paths(&self) -> (usize, usize) {
+        let shm = self
+            .peers
+            .iter()
+            .filter(|p| p.via_shm == Some(true))
+            .count();
+        let dev = self
+            .peers
+            .iter()
+            .filter(|p| p.via_shm != Some(true) && (p.contacted || p.hs_received))
+            .count();
+        (shm, dev)
+    }
+
     /// After entries were removed from the AV (`Av::removed_since`), what each peer's `fi_addr`
     /// is now: an index may since name another address (fi_av(3) lets inserts reuse removed
     /// ones), and a removed peer is no longer a source anyone asked for.
@@ -210,7 +226,15 @@ impl RdmEndpoint {
         g.peers[p].dead = true;
         let addr = g.peers[p].addr;
         g.dev.abandon(addr);
-        for id in g.txes.ids_where(|t| t.peer == p) {
+        let txes = g.txes.ids_where(|t| t.peer == p);
+        crate::fi_warn!(
+            "efa",
+            crate::core::log::Subsys::EpData,
+            "peer {} stopped answering: {} pending operation(s) to it fail",
+            addr.straddr(),
+            txes.len()
+        );
+        for id in txes {
             g.fail_tx(id, Errno::CONNABORTED, 13);
         }
         let rx_cq = g.rx_cq.clone();
