@@ -513,7 +513,7 @@ fn static_info(di: &DevInfo, kind: Kind) -> Info {
             ..Default::default()
         },
         fabric_attr: FabricAttr {
-            name: Some(fabric_name(dev).into()),
+            name: Some(fabric_name(di).into()),
             prov_name: Some(PROV_NAME.into()),
             prov_version: PROV_VERSION,
             ..Default::default()
@@ -537,8 +537,8 @@ pub const LOOPBACK_FABRIC: &str = "efa-loopback";
 /// where efa's loopback and Ethernet entries had the same attributes, put every second rank
 /// of a host on loopback, where no other host reaches it and where, every host's loopback
 /// address being the same, peers on other hosts looked local (tests/cluster, MTU 9000).
-fn fabric_name(dev: &UdpDeviceInfo) -> &'static str {
-    if dev.iface.loopback {
+fn fabric_name(di: &DevInfo) -> &'static str {
+    if matches!(di, DevInfo::Soft(d) if d.iface.loopback) {
         LOOPBACK_FABRIC
     } else {
         PROV_NAME
@@ -1040,6 +1040,7 @@ mod tests {
         lo.iface.name = "lo".into();
         lo.iface.addr = "127.0.0.1".parse().unwrap();
         lo.iface.loopback = true;
+        let (eth, lo) = (DevInfo::Soft(eth), DevInfo::Soft(lo));
         for kind in [Kind::Rdm, Kind::Dgram] {
             let (e, l) = (static_info(&eth, kind), static_info(&lo, kind));
             assert_eq!(e.fabric_attr.name.as_deref(), Some(PROV_NAME));
