@@ -200,7 +200,15 @@ restart_case() {
 	sleep 0.3
 	"${cli[@]}" -S 8m -I 1000 10.77.0.1 >"$log/cli1" 2>&1 &
 	local c1=$!
-	sleep 1
+	# Killed mid-transfer: once the server has chosen the client's path (its first packet
+	# came; logged at info), and half a second more. A fixed second once found both sides
+	# still filling their 1 GiB of buffers, and no datagram left to go stale.
+	local w
+	for w in $(seq 100); do
+		grep -q ' route .*: device' "$log/srv1" 2>/dev/null && break
+		sleep 0.1
+	done
+	sleep 0.5
 	pkill -9 -f "^$bindir/rma_bw -p efa -s 10.77.0.1 -B $port "
 	wait $s1
 	"${srv[@]}" -S 1m -I 2000 -v >"$log/srv2" 2>&1 &
