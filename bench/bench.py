@@ -440,6 +440,8 @@ def main():
                 print(f"bench: FAILED {what}: {e}", file=sys.stderr)
                 if tries == 1:
                     first = str(e).strip().splitlines()[0] if str(e) else repr(e)
+                    # The results are committed: paths inside the checkout, not of this machine.
+                    first = first.replace(ROOT + os.sep, "")
                     (upstream_failures if theirs else failures).append(f"{what}: {first}")
         return None
 
