@@ -26,19 +26,7 @@ impl ShmEndpoint {
         if !g.outbox.is_empty() {
             g.flush_outbox();
         }
-        // Commands are taken straight into `c`; past what each one used, it holds bytes of an
-        // earlier one, which no handler reads (see `Region::pop`).
-        let mut c = Cmd::new(0, 0);
-        for _ in 0..PROGRESS_BATCH {
-            if !g
-                .region
-                .as_deref()
-                .is_some_and(|r| r.pop(c.as_bytes_mut(), Cmd::wire_len))
-            {
-                break;
-            }
-            self.handle(g, &c);
-        }
+        self.take_commands(g, PROGRESS_BATCH);
         self.push_segments(g);
         if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty())
             && crate::sys::os::coarse_clock_ms().wrapping_sub(g.last_liveness_ms)
@@ -51,8 +39,15 @@ impl ShmEndpoint {
 
     /// Handles every command in our ring now, up to a ring's worth (`check_liveness`).
     pub(super) fn drain_ring(&self, g: &mut Inner) {
+        self.take_commands(g, RING_SLOTS);
+    }
+
+    /// Takes up to `max` commands off our ring and handles them.
+    fn take_commands(&self, g: &mut Inner, max: usize) {
+        // Commands are taken straight into `c`; past what each one used, it holds bytes of an
+        // earlier one, which no handler reads (see `Region::pop`).
         let mut c = Cmd::new(0, 0);
-        for _ in 0..RING_SLOTS {
+        for _ in 0..max {
             if !g
                 .region
                 .as_deref()

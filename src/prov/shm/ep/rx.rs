@@ -49,6 +49,15 @@ impl Pending {
             Pending::Inline(bytes.to_vec())
         }
     }
+
+    /// The bytes of a message held here (`Small`, `Inline`); None when they are elsewhere.
+    fn held(&self) -> Option<&[u8]> {
+        match self {
+            Pending::Small { len, data } => Some(&data[..usize::from(*len)]),
+            Pending::Inline(data) => Some(data),
+            Pending::Remote(_) | Pending::Foreign(_) => None,
+        }
+    }
 }
 
 impl Inner {
@@ -258,11 +267,7 @@ impl ShmEndpoint {
         let cq_data = u.flags & FI_REMOTE_CQ_DATA != 0;
         match u.payload {
             Pending::Small { .. } | Pending::Inline(_) => {
-                let data = match &u.payload {
-                    Pending::Small { len, data } => &data[..usize::from(*len)],
-                    Pending::Inline(data) => &data[..],
-                    _ => &[],
-                };
+                let data = u.payload.held().unwrap_or_default();
                 let got = scatter(&recv.target(), 0, data);
                 g.complete_recv(
                     &recv,

@@ -32,7 +32,6 @@
 pub mod emul;
 pub mod ffi;
 
-use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::{Arc, Mutex};
 
@@ -40,6 +39,7 @@ use super::{Completion, DevError, Device, DeviceCaps, EfaAddr, HEADROOM, MIN_MTU
 use crate::core::Errno;
 use crate::prov::efa::srd;
 use crate::sys::mem::IoVec;
+use crate::util::hash::FastMap;
 use ffi::*;
 
 static INSTALLED: Mutex<Option<&'static Verbs>> = Mutex::new(None);
@@ -230,8 +230,8 @@ struct AhEntry {
 
 #[derive(Default)]
 struct Ahs {
-    by_gid: HashMap<[u8; 16], AhEntry>,
-    gid_of: HashMap<u16, [u8; 16]>,
+    by_gid: FastMap<[u8; 16], AhEntry>,
+    gid_of: FastMap<u16, [u8; 16]>,
 }
 
 /// An open device: its context, protection domain and address handles, shared by a domain
@@ -455,9 +455,9 @@ pub struct VerbsDevice {
     tx: Pool,
     rx: Pool,
     /// Address handles this endpoint holds a reference to, by peer GID.
-    ahs: HashMap<[u8; 16], *mut Ah>,
+    ahs: FastMap<[u8; 16], *mut Ah>,
     /// The QKEY last sent to at each (GID, QPN): what receive completions report.
-    qkeys: HashMap<([u8; 16], u16), u32>,
+    qkeys: FastMap<([u8; 16], u16), u32>,
     stats: srd::Stats,
 }
 
@@ -602,8 +602,8 @@ impl VerbsDevice {
             rnr_retry: rnr_retry.min(7),
             tx,
             rx,
-            ahs: HashMap::new(),
-            qkeys: HashMap::new(),
+            ahs: FastMap::default(),
+            qkeys: FastMap::default(),
             stats: srd::Stats::default(),
         })
     }
