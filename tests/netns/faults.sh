@@ -99,7 +99,9 @@ case_() {
 		shift 2
 	fi
 	# (In a subshell: a server killed on purpose is not reported as a killed job.)
-	(ip netns exec "$A" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="va$$" "${fe[@]}" \
+	# The server logs at info level, so that a fault can wait for the transfer to begin
+	# (`started`).
+	(ip netns exec "$A" env LD_LIBRARY_PATH="$libdir" FI_EFA_IFACE="va$$" FI_LOG_LEVEL=info "${fe[@]}" \
 		timeout "$limit" "$bindir/$prog" "${prov[@]}" -B $port "$@" >"$log/srv" 2>&1; exit $?) 2>/dev/null &
 	local spid=$!
 	sleep 0.3
@@ -142,6 +144,20 @@ case_() {
 	return 0
 }
 
+# Run by a case's fault: returns once the transfer has begun — the server's efa endpoint has
+# chosen the client's path, which it logs at info level when the first packet comes — and half
+# a second more. A fixed delay from the client's start once let a loaded machine's client
+# still be in its out-of-band (TCP) address exchange when the link went down: TCP rode out
+# the 12 s outage, no libfabric traffic was outstanding during it, and the case saw success.
+started() {
+	local w
+	for w in $(seq 100); do
+		grep -q ' route .*: device' "$log/srv" 2>/dev/null && break
+		sleep 0.1
+	done
+	sleep 0.5
+}
+
 ops=(write read writedata tsend)
 set_loss 0
 for op in "${ops[@]}"; do
@@ -161,14 +177,14 @@ case_ "injector-mixed-read" ok 180 "loss=3,dup=3,corrupt=3,delay_us=300,seed=12"
 	-o read -S all -I 3 -w 1 -v
 # The link goes down for 2 s in the middle of the transfer, then comes back: it completes.
 case_ "link-down-2s" ok 120 - \
-	'sleep 1; ip -n "$A" link set "va$$" down; sleep 2; ip -n "$A" link set "va$$" up' -- \
+	'started; ip -n "$A" link set "va$$" down; sleep 2; ip -n "$A" link set "va$$" up' -- \
 	-o write -S 8m -I 150 -w 1 -v
 # Down for 12 s (past the 5 s unreachable timeout): both sides end with an error.
 case_ "link-down-12s" error 60 - \
-	'sleep 1; ip -n "$A" link set "va$$" down; sleep 12; ip -n "$A" link set "va$$" up' -- \
+	'started; ip -n "$A" link set "va$$" down; sleep 12; ip -n "$A" link set "va$$" up' -- \
 	-o write -S 8m -I 1000 -w 1
 # The server is killed (SIGKILL) in the middle: the client ends with an error.
-case_ "peer-killed" error 60 - 'sleep 1; pkill -9 -f "^$bindir/rma_bw -p efa -B $port "' -- -o write -S 8m -I 1000 -w 1
+case_ "peer-killed" error 60 - 'started; pkill -9 -f "^$bindir/rma_bw -p efa -B $port "' -- -o write -S 8m -I 1000 -w 1
 
 set_rate 200mbit
 case_ "tbf-200mbit-write" ok 180 - - -- -o write -S all -I 3 -w 1 -v
