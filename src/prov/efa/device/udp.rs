@@ -27,6 +27,17 @@ const GRO_MAX_DATAGRAM: usize = 16 << 10;
 /// A GRO receive buffer: a coalesced run is at most 64 KiB.
 const GRO_BUF: usize = 64 << 10;
 
+/// Bytes a peer may have in flight: what a socket buffer takes without root (`rmem_max`'s
+/// usual 4 MiB), so that a window never overflows the receiver's socket by itself.
+const WINDOW_BYTES: usize = 4 << 20;
+
+/// The congestion window's ceiling in datagrams for an MTU: 64 of loopback's 64 KiB fill
+/// [`WINDOW_BYTES`]; smaller datagrams get up to what one ack covers (128), so that Ethernet's
+/// 1,472-byte datagrams keep a round trip's worth in flight on a fast link.
+fn window_for(mtu: usize) -> u32 {
+    (WINDOW_BYTES / (mtu + HEADROOM).max(1)).clamp(64, srd::wire::SACK_BITS as usize) as u32
+}
+
 /// Largest UDP payload by address family (IPv4 65535 − 20 − 8; IPv6 65535 − 8).
 fn udp_max(ip: IpAddr) -> usize {
     if ip.is_ipv4() { 65_507 } else { 65_527 }
@@ -167,6 +178,7 @@ impl UdpDevice {
             rnr_max_timeout_us: cfg.max_timeout_us,
             // Payloads are UDP's to protect (srd::wire), unless our injector damages them.
             checksum_payloads: cfg.faults.is_some_and(|f| f.corrupt > 0.0),
+            max_window: window_for(dev.mtu),
             ..Config::default()
         };
         let timer = TimerFd::new()?;

@@ -104,7 +104,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         // The sender has settled everything below `base`: slide past it.
         if seq_lt(peer.expected, base) {
             let shift = base.wrapping_sub(peer.expected);
-            peer.received = if shift >= 64 {
+            peer.received = if shift >= u128::BITS {
                 0
             } else {
                 peer.received >> shift
@@ -120,7 +120,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             return Arrival::Nothing;
         }
         let off = seq.wrapping_sub(peer.expected);
-        if off >= 64 {
+        if off >= u128::BITS {
             self.stats.dropped_window += 1;
             return Arrival::Nothing;
         }
@@ -158,7 +158,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
     }
 
-    fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: u64) {
+    fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: u128) {
         let max_rto = self.cfg.max_rto;
         let min_rto = self.cfg.min_rto;
         let peer = &mut self.peers[p];
@@ -170,7 +170,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             let seq = base.wrapping_add(i as u32);
             let acked = seq_lt(seq, cum) || {
                 let off = seq.wrapping_sub(cum);
-                (1..=64).contains(&off) && sack & (1 << (off - 1)) != 0
+                (1..=wire::SACK_BITS).contains(&off) && sack & (1 << (off - 1)) != 0
             };
             if acked && !slot.acked {
                 slot.acked = true;

@@ -9,7 +9,7 @@
 //! retransmits on timeout (RTT-estimated, exponential back-off) and on selective-ack gaps, and
 //! bounds what is in flight by a congestion window (AIMD). A receiver delivers each datagram
 //! the first time it arrives — in any order: ordering is the RDM protocol's job — suppresses
-//! duplicates, and acknowledges cumulatively plus 64 selective bits when its owner flushes
+//! duplicates, and acknowledges cumulatively plus 128 selective bits when its owner flushes
 //! ([`Transport::flush_acks`], at the end of each pass over arrivals); data that goes back to
 //! the sender before then carries the ack (DATA_ACK: a request answered in the same pass costs
 //! one datagram each way). A datagram that finds no
@@ -64,7 +64,7 @@ pub struct Config {
     /// Also accept datagrams addressed to QKEY 0: this endpoint is bound to a service the
     /// application asked for, so peers may know it by node and service alone.
     pub accept_unkeyed: bool,
-    /// Most datagrams in flight per peer (≤ 64, the selective-ack width + 1).
+    /// Most datagrams in flight per peer (≤ [`wire::SACK_BITS`]: what one ack can cover).
     pub max_window: u32,
     pub initial_window: u32,
     pub min_rto: Time,
@@ -247,7 +247,7 @@ struct Peer<A> {
     /// Every sequence below this has been received (or given up by the sender).
     expected: u32,
     /// Bit i: `expected + i` received (bit 0 is always clear after [`Peer::settle`]).
-    received: u64,
+    received: u128,
     ack_due: bool,
     /// Datagrams delivered since the last ack, the arrival of the first of them, and whether
     /// the ack owed must not be delayed (a duplicate or a gap: the sender needs it to recover).
@@ -389,7 +389,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
     }
 
     /// Selective acknowledgement bits: bit i = `expected + 1 + i` received.
-    fn sack(&self) -> u64 {
+    fn sack(&self) -> u128 {
         self.received >> 1
     }
 
@@ -421,7 +421,7 @@ pub struct Transport<A> {
 
 impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     pub fn new(cfg: Config, seed: u64) -> Transport<A> {
-        let max_window = cfg.max_window.clamp(1, 64);
+        let max_window = cfg.max_window.clamp(1, wire::SACK_BITS);
         let cfg = Config { max_window, ..cfg };
         Transport {
             cfg,
@@ -480,6 +480,12 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     }
 
     /// Datagrams (sent or waiting) not yet settled.
+    /// Datagrams on the wire and not yet acknowledged, to every peer.
+    #[cfg(test)]
+    pub fn in_flight(&self) -> usize {
+        self.peers.iter().map(|p| p.in_flight()).sum()
+    }
+
     pub fn outstanding(&self) -> usize {
         self.peers
             .iter()

@@ -1,4 +1,4 @@
-//! The software SRD wire format, version 1 (this library's own). All fields little-endian.
+//! The software SRD wire format, version 2 (this library's own). All fields little-endian.
 //!
 //! | bytes | DATA / UNRELIABLE | ACK | RNR |
 //! | --- | --- | --- | --- |
@@ -11,12 +11,12 @@
 //! | 12..16 | sequence number | cumulative ack: next expected | refused sequence |
 //! | 16..20 | checksum | checksum | checksum |
 //! | 20..24 | sender's base: lowest sequence not yet settled | — | — |
-//! | 20..28 | — | selective acks: bit i = `cum + 1 + i` received | — |
+//! | 20..36 | — | selective acks: bit i = `cum + 1 + i` received | — |
 //! | 24.. | payload | | |
 //!
 //! DATA_ACK is a DATA datagram that also acknowledges (the receiver had an ack due and data to
-//! send the same way): its last 12 bytes are a trailer, the cumulative ack (4 bytes) and the
-//! selective acks (8), as in ACK. A trailer rather than a longer header keeps the payload
+//! send the same way): its last 20 bytes are a trailer, the cumulative ack (4 bytes) and the
+//! selective acks (16), as in ACK. A trailer rather than a longer header keeps the payload
 //! where the sender put it.
 //!
 //! The checksum (CRC-32C, `sys::checksum`) covers the header and a DATA_ACK's trailer, and the
@@ -34,7 +34,12 @@
 
 use core::fmt;
 
-pub const VERSION: u8 = 1;
+/// Version 2 widened the selective acks from 64 bits to 128, so that a window of 128 datagrams
+/// can be acknowledged (MTU-sized datagrams on Ethernet: 64 of 1,472 bytes kept a sender
+/// waiting on every round trip). Version 1 datagrams are refused as unknown.
+pub const VERSION: u8 = 2;
+/// Datagrams the selective acks cover past the cumulative ack.
+pub const SACK_BITS: u32 = 128;
 pub const KIND_DATA: u8 = 1;
 pub const KIND_ACK: u8 = 2;
 pub const KIND_RNR: u8 = 3;
@@ -44,10 +49,10 @@ pub const KIND_UNRELIABLE: u8 = 4;
 pub const KIND_DATA_ACK: u8 = 5;
 
 pub const DATA_HEADER: usize = 24;
-pub const ACK_LEN: usize = 28;
+pub const ACK_LEN: usize = 36;
 pub const RNR_LEN: usize = 20;
 /// The acknowledgement trailer of DATA_ACK.
-pub const ACK_TRAILER: usize = 12;
+pub const ACK_TRAILER: usize = 20;
 /// Flag: the checksum leaves the payload out.
 pub const FLAG_PAYLOAD_UNCHECKED: u8 = 1;
 
@@ -61,7 +66,7 @@ mod field {
     pub const SEQ: Range<usize> = 12..16;
     pub const CHECKSUM: Range<usize> = 16..20;
     pub const BASE: Range<usize> = 20..24;
-    pub const SACK: Range<usize> = 20..28;
+    pub const SACK: Range<usize> = 20..36;
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,6 +95,13 @@ pub struct Packet<T: AsRef<[u8]>> {
 
 fn u32_at(b: &[u8], r: core::ops::Range<usize>) -> u32 {
     u32::from_le_bytes([b[r.start], b[r.start + 1], b[r.start + 2], b[r.start + 3]])
+}
+
+/// The 16 bytes at `at` (callers checked the length).
+fn u128_at(b: &[u8], at: usize) -> u128 {
+    let mut v = [0u8; 16];
+    v.copy_from_slice(&b[at..at + 16]);
+    u128::from_le_bytes(v)
 }
 
 impl<T: AsRef<[u8]>> Packet<T> {
@@ -148,9 +160,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// ACK only.
-    pub fn sack(&self) -> u64 {
-        let b = &self.buf.as_ref()[field::SACK];
-        u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+    pub fn sack(&self) -> u128 {
+        u128_at(self.buf.as_ref(), field::SACK.start)
     }
 
     /// DATA/UNRELIABLE/DATA_ACK only.
@@ -166,12 +177,10 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// DATA_ACK only: the piggybacked (cumulative, selective) acknowledgement.
-    pub fn trailer_ack(&self) -> (u32, u64) {
+    pub fn trailer_ack(&self) -> (u32, u128) {
         let b = self.buf.as_ref();
-        let t = &b[b.len() - ACK_TRAILER..];
-        let cum = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
-        let sack = u64::from_le_bytes([t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11]]);
-        (cum, sack)
+        let t = b.len() - ACK_TRAILER;
+        (u32_at(b, t..t + 4), u128_at(b, t + 4))
     }
 
     /// Whether the checksum matches what it covers.
@@ -241,7 +250,7 @@ pub enum Repr {
         seq: u32,
         base: u32,
         /// A piggybacked acknowledgement (cumulative, selective): DATA_ACK.
-        ack: Option<(u32, u64)>,
+        ack: Option<(u32, u128)>,
     },
     Unreliable {
         dst_qkey: u32,
@@ -251,7 +260,7 @@ pub enum Repr {
         dst_qkey: u32,
         src_qkey: u32,
         cum: u32,
-        sack: u64,
+        sack: u128,
     },
     Rnr {
         dst_qkey: u32,
@@ -436,7 +445,7 @@ mod tests {
             src_qkey: 2,
             seq: 5,
             base: 3,
-            ack: Some((77, 0x8000_0000_0000_0005)),
+            ack: Some((77, 0x8000_0000_0000_0000_0000_0000_0000_0005)),
         });
         round_trip(Repr::Unreliable {
             dst_qkey: 1,
@@ -446,7 +455,7 @@ mod tests {
             dst_qkey: 3,
             src_qkey: 4,
             cum: 9,
-            sack: 0x8000_0000_0000_0001,
+            sack: 0x8000_0000_0000_0000_0000_0000_0000_0001,
         });
         round_trip(Repr::Rnr {
             dst_qkey: 5,
@@ -458,7 +467,7 @@ mod tests {
     #[test]
     fn short_or_foreign_bytes_are_refused() {
         assert_eq!(Packet::new_checked(&[][..]).err(), Some(Error::Truncated));
-        let mut b = [0u8; 28];
+        let mut b = [0u8; ACK_LEN];
         Repr::Ack {
             dst_qkey: 0,
             src_qkey: 0,
@@ -466,7 +475,10 @@ mod tests {
             sack: 0,
         }
         .emit(&mut b);
-        assert_eq!(Packet::new_checked(&b[..24]).err(), Some(Error::Truncated));
+        assert_eq!(
+            Packet::new_checked(&b[..ACK_LEN - 4]).err(),
+            Some(Error::Truncated)
+        );
         b[0] = 9;
         assert_eq!(Packet::new_checked(&b[..]).err(), Some(Error::Version));
         b[0] = VERSION;
@@ -496,7 +508,7 @@ mod tests {
         #[test]
         fn data_round_trips(d in any::<u32>(), s in any::<u32>(), q in any::<u32>(), b in any::<u32>()) {
             round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack: None });
-            round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack: Some((q ^ b, u64::from(d) << 7)) });
+            round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack: Some((q ^ b, u128::from(d) << 71 | u128::from(s))) });
         }
     }
 }
