@@ -146,7 +146,7 @@ ompi_cmd() { # $1 log dir, $2 shm transfer on (1) or off (0); the rest: the prog
 # MTL over efa, started by PRRTE's ssh launcher (plm ssh, PRRTE's name for the rsh launcher).
 # It has no osc pt2pt: one-sided goes through osc rdma over btl ofi, a second efa endpoint per
 # rank doing libfabric RMA and atomics. Ours is loaded by library path (every library of the
-# wheel has a RUNPATH, which LD_LIBRARY_PATH overrides) or by LD_PRELOAD ($3).
+# wheel has a RUNPATH, which LD_LIBRARY_PATH overrides) or by LD_PRELOAD ($1).
 ompi5_with() { # $1 env assignment that loads our library, $2 log dir, $3 shm; the rest: program
 	local load=$1 log=$2 shm=$3
 	shift 3
