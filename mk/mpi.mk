@@ -10,7 +10,7 @@ MPI_PIP         := mpich==5.0.2 mpi4py==4.1.2 numpy==2.4.6
 
 .PHONY: test-mpi
 
-$(MPI_BIN)/mpi_suite: tests/mpi/mpi_suite.c
+$(MPI_BIN)/mpi_suite: tests/mpi/mpi_suite.c tests/mpi/mapped.h
 	@mkdir -p $(MPI_BIN)
 	mpicc $(CFLAGS) -Wall -Wextra -o $@ $< -ldl
 

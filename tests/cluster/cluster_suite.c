@@ -7,8 +7,9 @@
  *   cluster_suite loop <s> [bytes]   allreduces of 64 KiB (or <bytes>) for <s> seconds (the
  *                            fault cases), each result checked; rank 0 decides when to stop
  *
- * Rank 0 reports which libfabric.so.1 the MPI library loaded and how many hosts the ranks ran
- * on (distinct MPI_Get_processor_name: each host has its own UTS namespace).
+ * Rank 0 reports which libfabric.so.1 the MPI library loaded, how many hosts the ranks ran on
+ * (distinct MPI_Get_processor_name: each host has its own UTS namespace) and, at the end, which
+ * libfabric files every rank has mapped (../mpi/mapped.h).
  * Builds with Open MPI's and MPICH's mpicc.
  */
 #define _GNU_SOURCE
@@ -21,6 +22,8 @@
 #include <time.h>
 
 static int rank, nranks;
+
+#include "../mpi/mapped.h"
 
 #define CHECK(cond, ...)                                                                     \
 	do {                                                                                 \
@@ -307,6 +310,7 @@ int main(int argc, char **argv)
 			       "checked (%.1f s)\n",
 			       nranks, nhosts, now() - t0);
 	}
+	report_mapped("cluster_suite");
 	MPI_Finalize();
 	return 0;
 }

@@ -3,7 +3,8 @@
  * over our library (tests/mpi/run.sh). Every rank checks every byte it receives; any mismatch
  * aborts the job with a message naming the rank, the test and the size.
  *
- * Also reports which libfabric.so.1 the MPI library loaded (run.sh checks it is ours).
+ * Also reports which libfabric.so.1 the MPI library loaded (run.sh checks it is ours) and, at
+ * the end, which libfabric files every rank has mapped (mapped.h).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -14,6 +15,8 @@
 #include <string.h>
 
 static int rank, nranks;
+
+#include "mapped.h"
 
 #define CHECK(cond, ...)                                                                     \
 	do {                                                                                 \
@@ -212,6 +215,7 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		printf("mpi_suite: %d ranks: ring, blocking, non-blocking, wildcards, bcast, allreduce, "
 		       "alltoall: 0 B to 64 MiB, every byte checked\n", nranks);
+	report_mapped("mpi_suite");
 	MPI_Finalize();
 	return 0;
 }
