@@ -55,12 +55,18 @@ fn main() {
                 out.clear();
                 rx.poll(&mut out, 256);
                 for c in out.drain(..) {
-                    if let Completion::Recv {
-                        wr_id, buf, len, ..
-                    } = c
-                    {
-                        received.fetch_add(len as u64, Ordering::Relaxed);
-                        let _ = rx.post_recv(buf, wr_id);
+                    match c {
+                        Completion::Recv {
+                            wr_id, buf, len, ..
+                        }
+                        | Completion::RecvInRun {
+                            wr_id, buf, len, ..
+                        } => {
+                            received.fetch_add(len as u64, Ordering::Relaxed);
+                            let _ = rx.post_recv(buf, wr_id);
+                        }
+                        Completion::Run { buf } => rx.return_run(buf),
+                        Completion::Send { .. } => {}
                     }
                 }
                 rx.flush();

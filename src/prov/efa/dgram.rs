@@ -98,6 +98,8 @@ impl DgramEndpoint {
         }
         let mut comps = core::mem::take(&mut g.comps);
         g.dev.poll(&mut comps, 64);
+        // The latest run of datagrams (UDP GRO) the device handed up.
+        let mut run = Vec::new();
         for c in comps.drain(..) {
             match c {
                 Completion::Recv {
@@ -105,6 +107,23 @@ impl DgramEndpoint {
                 } => {
                     g.posted -= 1;
                     self.deliver(g, src, &buf[off..off + len]);
+                    if g.dev.post_recv(buf, 0).is_ok() {
+                        g.posted += 1;
+                    }
+                }
+                Completion::Run { buf } => {
+                    let done = core::mem::replace(&mut run, buf);
+                    if !done.is_empty() {
+                        g.dev.return_run(done);
+                    }
+                }
+                Completion::RecvInRun {
+                    buf, off, len, src, ..
+                } => {
+                    g.posted -= 1;
+                    if let Some(d) = run.get(off..off + len) {
+                        self.deliver(g, src, d);
+                    }
                     if g.dev.post_recv(buf, 0).is_ok() {
                         g.posted += 1;
                     }
@@ -141,6 +160,9 @@ impl DgramEndpoint {
                     }
                 }
             }
+        }
+        if !run.is_empty() {
+            g.dev.return_run(run);
         }
         g.comps = comps;
     }

@@ -200,6 +200,19 @@ pub enum Completion {
         len: usize,
         src: EfaAddr,
     },
+    /// Datagrams the socket took as one run (UDP GRO): the `RecvInRun` completions after it,
+    /// up to the next `Run`, point into `buf`. Handed back with [`Device::return_run`] once
+    /// they are handled, so that a run's datagrams reach the RDM layer without a copy.
+    Run { buf: Vec<u8> },
+    /// As `Recv`, with the payload at `run[off..off + len]` of the latest `Run`; `buf` is the
+    /// posted receive the datagram used up (its credit), untouched, to be posted again.
+    RecvInRun {
+        wr_id: u64,
+        buf: Vec<u8>,
+        off: usize,
+        len: usize,
+        src: EfaAddr,
+    },
 }
 
 /// What a device can do beyond datagrams.
@@ -281,6 +294,9 @@ pub trait Device: Send {
     /// application is neither given up as unreachable by its peers nor flooded past its
     /// buffers. A device whose hardware does this itself does nothing here.
     fn service(&mut self) {}
+
+    /// Takes back the buffer of a [`Completion::Run`] whose datagrams were handled.
+    fn return_run(&mut self, _buf: Vec<u8>) {}
 
     /// `FI_OPT_EFA_RNR_RETRY`.
     fn set_rnr_retry(&mut self, n: u32);

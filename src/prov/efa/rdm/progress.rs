@@ -293,6 +293,8 @@ impl RdmEndpoint {
                 g.dev_heard = now;
                 g.dev_idle = false;
             }
+            // The latest run of datagrams (UDP GRO) the device handed up.
+            let mut run = Vec::new();
             for c in comps.drain(..) {
                 match c {
                     Completion::Recv {
@@ -307,10 +309,32 @@ impl RdmEndpoint {
                             Err((_, b)) => g.recycle(b),
                         }
                     }
+                    Completion::Run { buf } => {
+                        let done = core::mem::replace(&mut run, buf);
+                        if !done.is_empty() {
+                            g.dev.return_run(done);
+                        }
+                    }
+                    Completion::RecvInRun {
+                        buf, off, len, src, ..
+                    } => {
+                        g.posted_rx -= 1;
+                        received += 1;
+                        if let Some(pkt) = run.get(off..off + len) {
+                            self.handle_packet(g, src, pkt);
+                        }
+                        match g.dev.post_recv(buf, 0) {
+                            Ok(()) => g.posted_rx += 1,
+                            Err((_, b)) => g.recycle(b),
+                        }
+                    }
                     Completion::Send { wr_id, status, buf } => {
                         self.send_done(g, wr_id, status, buf)
                     }
                 }
+            }
+            if !run.is_empty() {
+                g.dev.return_run(run);
             }
             g.comps = comps;
             if !g.queued.is_empty() {
