@@ -6,7 +6,7 @@
 
 use super::ep::*;
 use super::pkt::{self, Req};
-use super::tx::ZERO_COPY_MIN;
+use super::tx::BULK_ZERO_COPY_MIN;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::device::HEADROOM;
@@ -153,7 +153,9 @@ impl RdmEndpoint {
             // Our registered memory goes out as it lies (zero-copy, as for sends). Memory the
             // application unmapped under a pending read is refused by the kernel (EFAULT),
             // which the transport takes for a lost datagram: the read fails, nothing crashes.
-            let piece = (n >= ZERO_COPY_MIN).then(|| piece(src, off, n)).flatten();
+            let piece = (n >= BULK_ZERO_COPY_MIN)
+                .then(|| piece(src, off, n))
+                .flatten();
             let (peer, to) = (r.peer, r.send_id);
             let mut b = g.buf_to(peer);
             let h = if first {
