@@ -70,6 +70,8 @@ pub struct Knobs {
     pub recvwin: usize,
     pub timeout_interval_us: u64,
     pub max_timeout_us: u64,
+    /// `FI_EFA_USE_DEVICE_RDMA`: device RDMA where the device has it (fi_efa(7)).
+    pub use_device_rdma: bool,
 }
 
 impl Knobs {
@@ -119,6 +121,12 @@ impl Knobs {
                 1_000_000,
             )
             .clamp(1, i64::from(i32::MAX / 2)) as u64,
+            use_device_rdma: knob_bool(
+                p,
+                "use_device_rdma",
+                "Use the device's RDMA read and write where it has them (fi_read, fi_write)",
+                true,
+            ),
         }
     }
 }
@@ -241,6 +249,8 @@ pub fn prov_strerror(prov_errno: i32) -> Option<&'static str> {
         10 => "Receiver not ready (RNR retries exhausted)",
         13 => "Unresponsive remote: the peer stopped answering",
         15 => "Remote unreachable",
+        5 => "Invalid local key: the buffer is not registered with the device",
+        7 => "Remote address or key invalid (device RDMA refused by the target's NIC)",
         4097 => "Remote refused the access (bad key, bounds or permissions)",
         4098 => "Packet from an unknown or spoofed sender",
         _ => return None,
@@ -942,7 +952,19 @@ impl Domain for EfaDomain {
         if req.iov.len() > 1 {
             return Err(Errno::INVAL);
         }
-        self.mr_map.register(req)
+        // On an EFA device the region is registered with the NIC too (`ibv_reg_mr`), and its
+        // key is the rkey, which peers' device RDMA presents (FI_MR_PROV_KEY, as upstream).
+        match (&self.hw, req.iov.first()) {
+            (Some(hw), Some(mem)) if self.rdm && !mem.is_empty() && req.iface == FI_HMEM_SYSTEM => {
+                if req.access & !crate::util::mr::MR_ACCESS != 0 {
+                    return Err(Errno::INVAL);
+                }
+                let reg = hw.reg_mr(*mem, req.access)?;
+                let key = u64::from(reg.rkey);
+                self.mr_map.register_device(req, key, Box::new(reg))
+            }
+            _ => self.mr_map.register(req),
+        }
     }
 
     fn query_atomic(

@@ -725,6 +725,9 @@ mod tests {
                             assert_eq!(status, Ok(()));
                             sent += 1;
                         }
+                        c @ (Completion::Rdma { .. } | Completion::WriteData { .. }) => {
+                            panic!("no RDMA here: {c:?}")
+                        }
                         Completion::Recv {
                             wr_id,
                             buf,

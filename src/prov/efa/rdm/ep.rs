@@ -19,7 +19,7 @@ use super::progress::POLL_BATCH;
 use super::quiet::Quiet;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
-use crate::prov::efa::device::{Completion, Device, EfaAddr};
+use crate::prov::efa::device::{Completion, Device, DeviceCaps, EfaAddr};
 use crate::prov::efa::{EfaDomain, Knobs};
 use crate::prov::shm::{Pending, ShmEndpoint};
 use crate::sys::mem::{IoVec, gather};
@@ -295,6 +295,12 @@ impl Drop for Locked<'_> {
 
 pub(super) struct Inner {
     pub dev: Box<dyn Device>,
+    /// What of the device's RDMA this endpoint uses (its caps, unless `FI_EFA_USE_DEVICE_RDMA`
+    /// or `FI_OPT_EFA_USE_DEVICE_RDMA` said no): advertised in our handshake, and used for
+    /// reads and writes to peers that advertise it too (`rma.rs`).
+    pub rdma: DeviceCaps,
+    /// Reads and writes with device work requests still to post (the send queue was full).
+    pub rdma_waiting: VecDeque<u64>,
     /// The device kept acks back at the end of the last call (see `ack_timer`).
     acks_kept: Arc<AtomicBool>,
     pub mtu: usize,
@@ -381,6 +387,11 @@ impl RdmEndpoint {
         let knobs = domain.knobs.clone();
         let rm_enabled = domain.rm_enabled;
         let mtu = dev.mtu();
+        let rdma = if knobs.use_device_rdma {
+            dev.caps()
+        } else {
+            DeviceCaps::default()
+        };
         let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
         // Upstream uses shm unless the application asked for remote communication only.
         let local_comm = caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) != FI_REMOTE_COMM;
@@ -415,6 +426,8 @@ impl RdmEndpoint {
             shm_permitted: AtomicBool::new(true),
             inner: Mutex::new(Inner {
                 dev,
+                rdma,
+                rdma_waiting: VecDeque::new(),
                 acks_kept: Arc::new(AtomicBool::new(false)),
                 mtu,
                 knobs,

@@ -80,6 +80,15 @@ impl Peer {
     pub fn error_responses(&self) -> bool {
         self.extra_info & pkt::EXTRA_ERROR_RESPONSE != 0
     }
+
+    /// The peer lets us read its registered memory with device RDMA (efa-reference §2).
+    pub fn rdma_read(&self) -> bool {
+        self.extra_info & (pkt::EXTRA_RDMA_READ | pkt::EXTRA_RDMA_READ_TARGET) != 0
+    }
+
+    pub fn rdma_write(&self) -> bool {
+        self.extra_info & pkt::EXTRA_RDMA_WRITE != 0
+    }
 }
 
 impl Inner {
@@ -212,7 +221,14 @@ impl Inner {
         let mut b = self.buf();
         let connid = self.connid();
         let mtu = u32::try_from(self.mtu).unwrap_or(u32::MAX);
-        let n = pkt::write_handshake(&mut b[HEADROOM..], EXTRA_INFO, connid, 0, mtu);
+        let mut extra = EXTRA_INFO;
+        if self.rdma.rdma_read {
+            extra |= pkt::EXTRA_RDMA_READ_TARGET;
+        }
+        if self.rdma.rdma_write {
+            extra |= pkt::EXTRA_RDMA_WRITE;
+        }
+        let n = pkt::write_handshake(&mut b[HEADROOM..], extra, connid, 0, mtu);
         self.send_pkt(peer, b, n, Owner::Ctrl, 0);
     }
 }

@@ -65,8 +65,14 @@ pub const EXTRA_CONNID_HEADER: u64 = 1 << 3;
 pub const EXTRA_RUNT: u64 = 1 << 4;
 pub const EXTRA_RDMA_WRITE: u64 = 1 << 5;
 pub const EXTRA_READ_NACK: u64 = 1 << 6;
+pub const EXTRA_UNSOLICITED_WRITE_RECV: u64 = 1 << 8;
 /// This library: understands [`ERR`] packets.
 pub const EXTRA_ERROR_RESPONSE: u64 = 1 << 9;
+/// This library: the peer may read our registered memory with device RDMA read. Upstream's
+/// bit ([`EXTRA_RDMA_READ`]) also asks for the long-read message protocols, whose receiving
+/// side this library does not have yet: advertising it would let an upstream peer send
+/// LONGREAD requests we cannot serve. Peers of ours accept either bit for `fi_read`.
+pub const EXTRA_RDMA_READ_TARGET: u64 = 1 << 10;
 
 // Handshake optional-header flags.
 pub const HS_HOST_ID: u16 = 1 << 0;

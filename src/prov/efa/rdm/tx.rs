@@ -6,8 +6,9 @@
 //! Protocol choice for a message of `len` bytes: eager when it fits one packet, medium up to
 //! `FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE` (all segments at once), long-CTS beyond (the first
 //! chunk with the request, the rest under the receiver's CTS windows); delivery-complete
-//! variants when asked. The device has no RDMA read, so the long-read and runt-read protocols
-//! are never chosen and their feature bit is not advertised.
+//! variants when asked. The long-read and runt-read protocols (which need device RDMA read)
+//! are not implemented yet, so upstream's RDMA-read feature bit is not advertised (`pkt::
+//! EXTRA_RDMA_READ_TARGET`).
 
 use std::sync::Arc;
 
@@ -345,6 +346,7 @@ impl Inner {
         }
         match kind {
             TxKind::Msg | TxKind::Tagged => self.start_msg(id),
+            TxKind::Read | TxKind::Write if self.start_device_rdma(id) => {}
             TxKind::Write => {
                 let dc = self.peers[peer].error_responses();
                 if let Some(t) = self.txes.get_mut(id) {
