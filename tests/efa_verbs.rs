@@ -77,3 +77,271 @@ fn queue_pair_options_follow_the_device() {
     b.insert_hex(&a.name_hex());
     exchange(&a, &b, ab, 3000, false, true, 3);
 }
+
+// ---- device RDMA (the emulated NIC performs it: a test double) ----
+
+fn rdm(n: &Node) -> &RdmEndpoint {
+    n.ep.as_any()
+        .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+        .expect("an RDM endpoint")
+}
+
+fn getbool(n: &Node, opt: i32) -> bool {
+    let mut v = [0u8; 1];
+    let mut need = 0;
+    n.ep.getopt(FI_OPT_ENDPOINT, opt, &mut v, &mut need)
+        .unwrap();
+    v[0] != 0
+}
+
+/// Completes a first write (its handshake needs the target to progress) so that later
+/// operations need nothing from the target.
+fn handshaken(a: &Node, b: &Node, ab: u64) {
+    let (t, tv) = buf(8);
+    let mr = b.reg(tv, FI_REMOTE_WRITE, 0);
+    let (_s, sv) = buf(8);
+    let rma = [fi_rma_iov {
+        addr: t.as_ptr() as u64,
+        len: 8,
+        key: mr.key(),
+    }];
+    a.ep.write(&rma_op(&[sv], ab, &rma, 1)).unwrap();
+    wait_ok(a, b);
+}
+
+/// fi_write and fi_read of registered memory to a peer whose device does RDMA are device work
+/// requests: the target never polls (true one-sided operations), the initiator's device
+/// counts one work request per operation, and the bytes are right, up to 4 MiB.
+#[test]
+fn registered_reads_and_writes_go_through_device_rdma() {
+    let (a, b, ab, _) = pair();
+    handshaken(&a, &b, ab);
+    assert!(!getbool(&a, FI_OPT_EFA_EMULATED_READ));
+    assert!(!getbool(&a, FI_OPT_EFA_EMULATED_WRITE));
+    assert!(getbool(&a, FI_OPT_EFA_EMULATED_ATOMICS));
+    assert!(getbool(&a, FI_OPT_EFA_USE_DEVICE_RDMA));
+    let b_heard = rdm(&b).device_stats().delivered;
+    for (i, &len) in [1usize, 5000, 100_000, 1 << 20, 4 << 20].iter().enumerate() {
+        let (target, tv) = buf(len);
+        let tmr = b.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
+        let (src, sv) = buf(len);
+        src.copy_from_slice(&pattern(len, i as u8));
+        let _smr = a.reg(sv, FI_WRITE, 0);
+        let (back, bv) = buf(len);
+        let _bmr = a.reg(bv, FI_READ, 0);
+        let rma = [fi_rma_iov {
+            addr: target.as_ptr() as u64,
+            len,
+            key: tmr.key(),
+        }];
+        let s0 = rdm(&a).device_stats();
+        a.ep.write(&rma_op(&[sv], ab, &rma, 10 + i)).unwrap();
+        let w = a
+            .wait(10)
+            .expect("write completes without the target polling");
+        assert_eq!(
+            (w.op_context, w.flags & FI_WRITE, w.len),
+            (10 + i, FI_WRITE, len)
+        );
+        assert!(target == &pattern(len, i as u8)[..], "write of {len}");
+        target.copy_from_slice(&pattern(len, 100 + i as u8));
+        a.ep.read(&rma_op(&[bv], ab, &rma, 20 + i)).unwrap();
+        let r = a
+            .wait(10)
+            .expect("read completes without the target polling");
+        assert_eq!((r.op_context, r.flags & FI_READ), (20 + i, FI_READ));
+        assert!(back == &pattern(len, 100 + i as u8)[..], "read of {len}");
+        let s1 = rdm(&a).device_stats();
+        assert_eq!(
+            (
+                s1.rdma_writes - s0.rdma_writes,
+                s1.rdma_reads - s0.rdma_reads
+            ),
+            (1, 1)
+        );
+        // No packet of the protocol went out for them.
+        assert_eq!(s1.data_sent, s0.data_sent, "RMA of {len} sent datagrams");
+    }
+    assert_eq!(rdm(&b).device_stats().delivered, b_heard);
+}
+
+/// A source in two registered pieces is two work requests into one target range.
+#[test]
+fn a_write_from_two_registrations_is_two_work_requests() {
+    let (a, b, ab, _) = pair();
+    handshaken(&a, &b, ab);
+    let (target, tv) = buf(30_000);
+    let tmr = b.reg(tv, FI_REMOTE_WRITE, 0);
+    let (s1, v1) = buf(10_000);
+    let (s2, v2) = buf(20_000);
+    let want = pattern(30_000, 9);
+    s1.copy_from_slice(&want[..10_000]);
+    s2.copy_from_slice(&want[10_000..]);
+    let (_m1, _m2) = (a.reg(v1, FI_WRITE, 0), a.reg(v2, FI_WRITE, 0));
+    let rma = [fi_rma_iov {
+        addr: target.as_ptr() as u64,
+        len: 30_000,
+        key: tmr.key(),
+    }];
+    let s0 = rdm(&a).device_stats().rdma_writes;
+    a.ep.write(&rma_op(&[v1, v2], ab, &rma, 3)).unwrap();
+    assert_eq!(a.wait(10).unwrap().op_context, 3);
+    assert_eq!(rdm(&a).device_stats().rdma_writes - s0, 2);
+    assert!(target == &want[..]);
+}
+
+/// fi_writedata of registered memory is an RDMA write with immediate: it completes at the
+/// target with its data, length, flags and source, through one of the target's receives.
+#[test]
+fn writedata_through_device_rdma_completes_at_the_target() {
+    let (a, b, ab, ba) = pair();
+    handshaken(&a, &b, ab);
+    let (target, tv) = buf(3000);
+    let mr = b.reg(tv, FI_REMOTE_WRITE, 0);
+    let (src, sv) = buf(3000);
+    src.copy_from_slice(&pattern(3000, 4));
+    let _smr = a.reg(sv, FI_WRITE, 0);
+    let rma = [fi_rma_iov {
+        addr: target.as_ptr() as u64,
+        len: 3000,
+        key: mr.key(),
+    }];
+    let iov = [sv];
+    let mut op = rma_op(&iov, ab, &rma, 5);
+    op.data = 0xfeed_beef;
+    op.flags = FI_REMOTE_CQ_DATA;
+    let (s0, r0) = (
+        rdm(&a).device_stats().rdma_writes,
+        rdm(&b).device_stats().rdma_writes_received,
+    );
+    a.ep.write(&op).unwrap();
+    let t = wait_ok(&b, &a);
+    assert_eq!(t.data, 0xfeed_beef);
+    assert_eq!(
+        t.flags,
+        FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA,
+        "flags {:#x}",
+        t.flags
+    );
+    assert_eq!(t.len, 3000);
+    assert_eq!(t.src_addr, ba, "FI_SOURCE names the writer");
+    assert_eq!(wait_ok(&a, &b).op_context, 5);
+    assert!(target == &pattern(3000, 4)[..]);
+    assert_eq!(rdm(&a).device_stats().rdma_writes - s0, 1);
+    assert_eq!(rdm(&b).device_stats().rdma_writes_received - r0, 1);
+}
+
+/// What the target's NIC refuses (wrong key, out of bounds, access the registration lacks)
+/// completes with an error at the initiator — FI_EINVAL with EFA's status 7 as prov_errno,
+/// which fi_cq_strerror names — and changes nothing; the endpoint keeps working.
+#[test]
+fn device_rdma_refusals_are_error_completions() {
+    let (a, b, ab, _) = pair();
+    handshaken(&a, &b, ab);
+    let (target, tv) = buf(4096);
+    let ro = b.reg(tv, FI_REMOTE_READ, 0);
+    let (wo_t, wov) = buf(64);
+    let wo = b.reg(wov, FI_REMOTE_WRITE, 0);
+    let (src, sv) = buf(4096);
+    src.fill(0x5a);
+    let _smr = a.reg(sv, FI_WRITE | FI_READ, 0);
+    let base = target.as_ptr() as u64;
+    let bad = |addr: u64, len: usize, key: u64| [fi_rma_iov { addr, len, key }];
+    let cases: [(bool, [fi_rma_iov; 1]); 5] = [
+        (false, bad(base, 4096, ro.key() ^ 0x55)),
+        (false, bad(base, 4096, ro.key())),
+        (true, bad(base + 1, 4096, ro.key())),
+        (true, bad(wo_t.as_ptr() as u64, 64, wo.key())),
+        (true, bad(base, 64, u64::from(u32::MAX) ^ ro.key())),
+    ];
+    let s0 = rdm(&a).device_stats();
+    for (i, (read, rma)) in cases.iter().enumerate() {
+        let local = sv.sub(0, rma[0].len).unwrap();
+        let op = rma_op(std::slice::from_ref(&local), ab, rma, 100 + i);
+        if *read {
+            a.ep.read(&op).unwrap();
+        } else {
+            a.ep.write(&op).unwrap();
+        }
+        let e = a
+            .wait(10)
+            .expect_err("a refused RDMA completes with an error");
+        assert_eq!(e.op_context, 100 + i);
+        assert_eq!((e.err, e.prov_errno), (FI_EINVAL, 7), "case {i}");
+        assert!(fabric::prov::efa::prov_strerror(e.prov_errno).is_some());
+    }
+    let s1 = rdm(&a).device_stats();
+    assert_eq!(
+        s1.rdma_reads + s1.rdma_writes,
+        s0.rdma_reads + s0.rdma_writes
+    );
+    assert!(target.iter().all(|&x| x == 0));
+    assert!(src.iter().all(|&x| x == 0x5a));
+    // Still working.
+    let ok = [fi_rma_iov {
+        addr: base,
+        len: 16,
+        key: ro.key(),
+    }];
+    a.ep.read(&rma_op(&[sv.sub(0, 16).unwrap()], ab, &ok, 9))
+        .unwrap();
+    assert_eq!(a.wait(10).unwrap().op_context, 9);
+    assert!(src[..16].iter().all(|&x| x == 0));
+}
+
+/// Local memory not registered with the device (no descriptor, no registration covering it)
+/// is emulated with packets, as with a peer or device without RDMA; so is everything when the
+/// application turns device RDMA off before fi_enable.
+#[test]
+fn unregistered_memory_and_rdma_off_are_emulated() {
+    let (a, b, ab, _) = pair();
+    handshaken(&a, &b, ab);
+    let (target, tv) = buf(20_000);
+    let tmr = b.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
+    let rma = [fi_rma_iov {
+        addr: target.as_ptr() as u64,
+        len: 20_000,
+        key: tmr.key(),
+    }];
+    let (src, sv) = buf(20_000);
+    src.copy_from_slice(&pattern(20_000, 1));
+    let s0 = rdm(&a).device_stats();
+    a.ep.write(&rma_op(&[sv], ab, &rma, 1)).unwrap();
+    wait_ok(&a, &b);
+    assert!(target == &pattern(20_000, 1)[..]);
+    let s1 = rdm(&a).device_stats();
+    assert_eq!(s1.rdma_writes, s0.rdma_writes);
+    assert!(s1.data_sent > s0.data_sent);
+
+    let c = lo_node(CAPS, |ep| {
+        ep.setopt(FI_OPT_ENDPOINT, FI_OPT_EFA_USE_DEVICE_RDMA, &[0])
+            .unwrap();
+    });
+    assert!(getbool(&c, FI_OPT_EFA_EMULATED_READ) && getbool(&c, FI_OPT_EFA_EMULATED_WRITE));
+    assert!(!getbool(&c, FI_OPT_EFA_USE_DEVICE_RDMA));
+    assert_eq!(
+        c.ep.setopt(FI_OPT_ENDPOINT, FI_OPT_EFA_USE_DEVICE_RDMA, &[1]),
+        Err(Errno::OPBADSTATE)
+    );
+    let cb = c.insert_hex(&b.name_hex());
+    b.insert_hex(&c.name_hex());
+    let (src2, sv2) = buf(20_000);
+    src2.copy_from_slice(&pattern(20_000, 2));
+    let _m = c.reg(sv2, FI_WRITE, 0);
+    c.ep.write(&rma_op(&[sv2], cb, &rma, 2)).unwrap();
+    wait_ok(&c, &b);
+    assert!(target == &pattern(20_000, 2)[..]);
+    assert_eq!(rdm(&c).device_stats().rdma_writes, 0);
+}
+
+/// A region of a verbs domain is registered with the NIC: its key is the rkey (32 bits),
+/// and fi_efa_ops_domain::query_mr's interconnect ids come from its registration.
+#[test]
+fn registrations_are_the_nics() {
+    let (a, _b, _, _) = pair();
+    let (_m, v) = buf(4096);
+    let mr = a.reg(v, FI_REMOTE_READ, 0);
+    assert!(mr.key() <= u64::from(u32::MAX));
+    let dev = mr.device().expect("registered with the device");
+    assert_eq!(dev.ic_ids()[0], 0b111, "every interconnect id valid");
+}
