@@ -345,3 +345,187 @@ fn registrations_are_the_nics() {
     let dev = mr.device().expect("registered with the device");
     assert_eq!(dev.ic_ids()[0], 0b111, "every interconnect id valid");
 }
+
+// ---- long-read messages (device RDMA read by the receiver) ----
+
+/// Next completion of `n` and of `m`, driving both (in either order of arrival).
+fn both_done(n: &Node, m: &Node) -> (CqEntry, CqEntry) {
+    let first = wait_ok(n, m);
+    let second = wait_ok(m, n);
+    (first, second)
+}
+
+/// Messages of registered memory from FI_EFA_INTER_MIN_READ_MESSAGE_SIZE (1 MiB) on go by
+/// long read: one LONGREAD request, the receiver's device reads the sender's memory (into a
+/// registered receive buffer directly, else through a staging buffer), EOR completes the
+/// send; tagged and untagged, expected and unexpected, from one or two registered pieces,
+/// delivery complete too. Below the threshold messages stay long-CTS.
+#[test]
+fn long_messages_of_registered_memory_go_by_long_read() {
+    let (a, b, ab, _) = pair();
+    handshaken(&a, &b, ab);
+    let cases: [(usize, bool, bool, bool, u64); 6] = [
+        // (length, tagged, receive registered, receive posted first, flags)
+        (1 << 20, false, true, true, 0),
+        (3 << 20, true, false, true, 0),
+        ((2 << 20) + 7, false, false, false, 0),
+        (1 << 20, true, true, false, FI_DELIVERY_COMPLETE),
+        (5 << 20, false, true, true, 0),
+        (700_000, false, true, true, 0),
+    ];
+    for (i, &(len, tagged, reg_recv, early, flags)) in cases.iter().enumerate() {
+        let want = pattern(len, 40 + i as u8);
+        // Two pieces for the odd length, one otherwise.
+        let cut = if len % 2 == 1 { len / 3 } else { len };
+        let (s1, v1) = buf(cut);
+        s1.copy_from_slice(&want[..cut]);
+        let _m1 = a.reg(v1, FI_SEND, 0);
+        let mut iov = vec![v1];
+        let _m2 = (cut < len).then(|| {
+            let (s2, v2) = buf(len - cut);
+            s2.copy_from_slice(&want[cut..]);
+            iov.push(v2);
+            a.reg(v2, FI_SEND, 0)
+        });
+        let (dst, dv) = buf(len);
+        let _rm = reg_recv.then(|| b.reg(dv, FI_RECV, 0));
+        let tag = tagged.then_some(0x77);
+        let post_recv = || {
+            b.recv(
+                &[dv],
+                FI_ADDR_UNSPEC,
+                tag.map(|t| (t, 0)),
+                500 + i,
+                0,
+                Call::Plain,
+            )
+            .unwrap()
+        };
+        let (sa, sb) = (rdm(&a).device_stats(), rdm(&b).device_stats());
+        if early {
+            post_recv();
+        }
+        let call = if flags == 0 { Call::Plain } else { Call::Msg };
+        a.send(&iov, ab, tag, 400 + i, flags, call).unwrap();
+        if !early {
+            // The request arrives, waits unexpected, and is read once the receive is posted.
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_millis(50) {
+                b.cq.progress();
+                a.cq.progress();
+            }
+            post_recv();
+        }
+        let (s, r) = both_done(&a, &b);
+        assert_eq!((s.op_context, r.op_context), (400 + i, 500 + i), "case {i}");
+        assert_eq!(r.len, len);
+        assert!(dst == &want[..], "case {i}: bytes");
+        let (da, db) = (rdm(&a).device_stats(), rdm(&b).device_stats());
+        let reads = db.rdma_reads - sb.rdma_reads;
+        if len >= 1 << 20 {
+            assert_eq!(reads, iov.len() as u64, "case {i}: one read per piece");
+            assert_eq!(
+                da.data_sent - sa.data_sent,
+                1,
+                "case {i}: the request alone"
+            );
+        } else {
+            assert_eq!(reads, 0, "case {i}: below the threshold");
+        }
+        assert_eq!(da.rdma_reads, sa.rdma_reads);
+    }
+}
+
+/// A long read the sender's NIC refuses (its registration went away before the receiver
+/// read) fails at the receiver — FI_EINVAL, EFA status 7 — and at the sender, told by an ERR
+/// packet: nobody waits for ever.
+#[test]
+fn a_refused_long_read_fails_both_sides() {
+    let (a, b, ab, _) = pair();
+    handshaken(&a, &b, ab);
+    let len = 1 << 20;
+    let (_s, sv) = buf(len);
+    let m = a.reg(sv, FI_SEND, 0);
+    a.send(&[sv], ab, None, 1, 0, Call::Plain).unwrap();
+    m.deregister();
+    drop(m);
+    let (_d, dv) = buf(len);
+    b.recv(&[dv], FI_ADDR_UNSPEC, None, 2, 0, Call::Plain)
+        .unwrap();
+    let e = wait(&b, &a).expect_err("the receive fails");
+    assert_eq!((e.op_context, e.err, e.prov_errno), (2, FI_EINVAL, 7));
+    let e = wait(&a, &b).expect_err("the send fails");
+    assert_eq!(e.op_context, 1);
+    // Both still work.
+    exchange(&a, &b, ab, 3000, false, true, 5);
+}
+
+/// Against a device with RDMA read but not write (an earlier EFA generation, modelled by
+/// limiting an endpoint's use of the emulated NIC), writes of at least 64 KiB
+/// (FI_EFA_INTER_MIN_READ_WRITE_SIZE) of registered memory go by LONGREAD_RTW both ways: the
+/// target's device reads the initiator's memory, then EOR; remote CQ data completes at the
+/// target. Smaller writes are emulated; reads stay device reads.
+#[test]
+fn without_device_write_long_writes_go_by_long_read() {
+    let (a, b, ab, _) = pair();
+    let mut hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
+    let on_device = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some(RDM_DOMAIN);
+    let c = Node::open_configured(&EFA, &hints, on_device, |ep| {
+        ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .unwrap()
+            .limit_device_rdma(true, false);
+    });
+    assert!(getbool(&c, FI_OPT_EFA_EMULATED_WRITE));
+    assert!(!getbool(&c, FI_OPT_EFA_EMULATED_READ));
+    let cb = c.insert_hex(&b.name_hex());
+    let bc = b.insert_hex(&c.name_hex());
+    handshaken(&c, &b, cb);
+    handshaken(&b, &c, bc);
+    drop((a, ab));
+    // c → b and b → c, 100,000 bytes with data, then 1,000 bytes.
+    for (i, (from, to, dest)) in [(&c, &b, cb), (&b, &c, bc)].into_iter().enumerate() {
+        for (j, &len) in [100_000usize, 1000].iter().enumerate() {
+            let (t, tv) = buf(len);
+            let tmr = to.reg(tv, FI_REMOTE_WRITE, 0);
+            let (s, sv) = buf(len);
+            s.copy_from_slice(&pattern(len, (10 * i + j) as u8));
+            let _smr = from.reg(sv, FI_WRITE, 0);
+            let rma = [fi_rma_iov {
+                addr: t.as_ptr() as u64,
+                len,
+                key: tmr.key(),
+            }];
+            let (f0, t0) = (rdm(from).device_stats(), rdm(to).device_stats());
+            from.rma(&[sv], dest, &rma, false, Some(0x1234), 7).unwrap();
+            let at_target = wait_ok(to, from);
+            assert_eq!((at_target.data, at_target.len), (0x1234, len));
+            assert_eq!(wait_ok(from, to).op_context, 7);
+            assert!(t == &pattern(len, (10 * i + j) as u8)[..], "{i}/{j}");
+            let (f1, t1) = (rdm(from).device_stats(), rdm(to).device_stats());
+            assert_eq!(f1.rdma_writes, f0.rdma_writes, "no device write");
+            let reads = t1.rdma_reads - t0.rdma_reads;
+            assert_eq!(reads, u64::from(len >= 65536), "{i}/{j}: the target reads");
+        }
+    }
+    // c still reads with its device.
+    let (t, tv) = buf(4096);
+    t.fill(3);
+    let tmr = b.reg(tv, FI_REMOTE_READ, 0);
+    let (back, bv) = buf(4096);
+    let _m = c.reg(bv, FI_READ, 0);
+    let r0 = rdm(&c).device_stats().rdma_reads;
+    let rma = [fi_rma_iov {
+        addr: t.as_ptr() as u64,
+        len: 4096,
+        key: tmr.key(),
+    }];
+    c.rma(&[bv], cb, &rma, true, None, 9).unwrap();
+    assert_eq!(c.wait(10).unwrap().op_context, 9);
+    assert!(back.iter().all(|&x| x == 3));
+    assert_eq!(rdm(&c).device_stats().rdma_reads - r0, 1);
+}

@@ -72,6 +72,12 @@ pub struct Knobs {
     pub max_timeout_us: u64,
     /// `FI_EFA_USE_DEVICE_RDMA`: device RDMA where the device has it (fi_efa(7)).
     pub use_device_rdma: bool,
+    /// `FI_EFA_INTER_MIN_READ_MESSAGE_SIZE`: messages from this size on go by long read
+    /// where both sides' devices read.
+    pub min_read_msg: usize,
+    /// `FI_EFA_INTER_MIN_READ_WRITE_SIZE`: writes from this size on go by long read where
+    /// both devices read but not both write.
+    pub min_read_write: usize,
 }
 
 impl Knobs {
@@ -127,6 +133,21 @@ impl Knobs {
                 "Use the device's RDMA read and write where it has them (fi_read, fi_write)",
                 true,
             ),
+            min_read_msg: knob_size(
+                p,
+                "inter_min_read_message_size",
+                "Smallest message sent with the long-read protocol (device RDMA read)",
+                1 << 20,
+            )
+            .max(1),
+            min_read_write: knob_size(
+                p,
+                "inter_min_read_write_size",
+                "Smallest write sent with the long-read protocol where devices read but do not \
+                 both write",
+                65536,
+            )
+            .max(1),
         }
     }
 }

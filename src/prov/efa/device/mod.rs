@@ -193,6 +193,14 @@ impl DevError {
     }
 }
 
+/// Memory the device registered for its caller's own use (a staging buffer that device RDMA
+/// reads into when the application's memory is not registered); deregistered and freed when
+/// dropped, which the caller does only once no work request uses it.
+pub trait Staging: Send {
+    fn mem(&self) -> IoVec;
+    fn lkey(&self) -> u32;
+}
+
 /// What a device RDMA work request does ([`Device::post_rdma`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RdmaOp {
@@ -341,6 +349,17 @@ pub trait Device: Send {
     /// The local key of registered memory covering all of `mem` (device RDMA reads into it
     /// and writes from it), if there is one.
     fn local_key(&self, _mem: IoVec) -> Option<u32> {
+        None
+    }
+
+    /// The rkey under which a peer's device may read all of `mem` (a registration covering it
+    /// with remote read access), if there is one: the long-read protocols hand it out.
+    fn remote_key(&self, _mem: IoVec) -> Option<u32> {
+        None
+    }
+
+    /// A registered buffer of `len` bytes for device RDMA reads.
+    fn staging(&mut self, _len: usize) -> Option<Box<dyn Staging>> {
         None
     }
 

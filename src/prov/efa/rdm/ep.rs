@@ -19,7 +19,7 @@ use super::progress::POLL_BATCH;
 use super::quiet::Quiet;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
-use crate::prov::efa::device::{Completion, Device, DeviceCaps, EfaAddr};
+use crate::prov::efa::device::{Completion, DevError, Device, DeviceCaps, EfaAddr, Staging};
 use crate::prov::efa::{EfaDomain, Knobs};
 use crate::prov::shm::{Pending, ShmEndpoint};
 use crate::sys::mem::{IoVec, gather};
@@ -117,6 +117,8 @@ pub(super) struct Txe {
     pub lent: bool,
     /// An error to report once the device has let go of the buffer (`Inner::fail_tx`).
     pub failed: Option<(Errno, i32)>,
+    /// Sent as a long-read request: completes on the receiver's EOR.
+    pub longread: bool,
 }
 
 impl Txe {
@@ -166,6 +168,22 @@ pub(super) struct Rxe {
     pub released: bool,
     /// FI_DISCARD: received and dropped without a completion.
     pub discard: bool,
+    /// Long read (LONGREAD requests): the data is read from the sender's memory.
+    pub lr: Option<Box<LongRead>>,
+}
+
+/// The reads of a long-read request we receive (efa-reference §3, §5): device RDMA reads of
+/// the sender's `iov` into the receive buffer or write target (or a registered staging
+/// buffer when that memory is not registered), then EOR.
+pub(super) struct LongRead {
+    pub iov: Vec<RmaIov>,
+    /// Bytes to read: the message, cut to the receive buffer.
+    pub want: usize,
+    pub posted: usize,
+    pub in_flight: usize,
+    pub started: bool,
+    pub staging: Option<Box<dyn Staging>>,
+    pub failed: Option<DevError>,
 }
 
 pub(super) enum RxKind {
@@ -299,8 +317,9 @@ pub(super) struct Inner {
     /// or `FI_OPT_EFA_USE_DEVICE_RDMA` said no): advertised in our handshake, and used for
     /// reads and writes to peers that advertise it too (`rma.rs`).
     pub rdma: DeviceCaps,
-    /// Reads and writes with device work requests still to post (the send queue was full).
-    pub rdma_waiting: VecDeque<u64>,
+    /// Reads, writes (`Owner::Tx`) and long reads (`Owner::Rx`) with device work requests
+    /// still to post (the send queue was full).
+    pub rdma_waiting: VecDeque<Owner>,
     /// The device kept acks back at the end of the last call (see `ack_timer`).
     acks_kept: Arc<AtomicBool>,
     pub mtu: usize,
@@ -504,6 +523,15 @@ impl RdmEndpoint {
             g.dev.service();
             g.acks_kept.store(false, Ordering::Relaxed);
         }
+    }
+
+    /// Uses at most this of the device's RDMA (before `fi_enable`): tests model a device
+    /// whose efadv caps offer RDMA read without write (an earlier EFA generation) with it.
+    #[doc(hidden)]
+    pub fn limit_device_rdma(&self, read: bool, write: bool) {
+        let mut g = self.lock();
+        g.rdma.rdma_read &= read;
+        g.rdma.rdma_write &= write;
     }
 
     /// Packets dropped as malformed or spoofed, and remote accesses refused.

@@ -5,6 +5,7 @@ mod ack_timer;
 mod ctrl;
 mod ep;
 mod local;
+mod longread;
 mod peer;
 pub mod pkt;
 mod progress;

@@ -81,9 +81,10 @@ impl Peer {
         self.extra_info & pkt::EXTRA_ERROR_RESPONSE != 0
     }
 
-    /// The peer lets us read its registered memory with device RDMA (efa-reference §2).
+    /// The peer lets us read its registered memory with device RDMA, and reads ours for the
+    /// long-read protocols (efa-reference §2).
     pub fn rdma_read(&self) -> bool {
-        self.extra_info & (pkt::EXTRA_RDMA_READ | pkt::EXTRA_RDMA_READ_TARGET) != 0
+        self.extra_info & pkt::EXTRA_RDMA_READ != 0
     }
 
     pub fn rdma_write(&self) -> bool {
@@ -223,7 +224,7 @@ impl Inner {
         let mtu = u32::try_from(self.mtu).unwrap_or(u32::MAX);
         let mut extra = EXTRA_INFO;
         if self.rdma.rdma_read {
-            extra |= pkt::EXTRA_RDMA_READ_TARGET;
+            extra |= pkt::EXTRA_RDMA_READ;
         }
         if self.rdma.rdma_write {
             extra |= pkt::EXTRA_RDMA_WRITE;
@@ -255,6 +256,18 @@ impl RdmEndpoint {
         }
         let rx_cq = g.rx_cq.clone();
         for id in g.rxes.ids_where(|r| r.peer == p) {
+            // A long read still in the device keeps its memory until the device lets go: its
+            // reads fail too, and their completions end it (`longread.rs`).
+            if let Some(lr) = g
+                .rxes
+                .get_mut(id)
+                .and_then(|r| r.lr.as_mut())
+                .filter(|lr| lr.in_flight > 0)
+            {
+                lr.failed
+                    .get_or_insert(crate::prov::efa::device::DevError::Unreachable);
+                continue;
+            }
             if let Some(r) = g.rxes.remove(id)
                 && let RxKind::Recv(recv) = r.kind
                 && let Some(cq) = &rx_cq

@@ -329,7 +329,7 @@ impl RdmEndpoint {
             }
             g.comps = comps;
             if !g.rdma_waiting.is_empty() {
-                g.post_waiting_rdma();
+                self.post_waiting_rdma(g);
             }
             if !g.queued.is_empty() {
                 g.flush_queued();

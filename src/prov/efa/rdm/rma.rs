@@ -122,8 +122,8 @@ impl Inner {
                 Err(e) => {
                     self.sent.remove(wr);
                     if e == Errno::AGAIN {
-                        if !self.rdma_waiting.contains(&id) {
-                            self.rdma_waiting.push_back(id);
+                        if !self.rdma_waiting.contains(&Owner::Tx(id)) {
+                            self.rdma_waiting.push_back(Owner::Tx(id));
                         }
                     } else {
                         self.fail_tx(id, e, 0);
@@ -131,16 +131,6 @@ impl Inner {
                     return;
                 }
             }
-        }
-    }
-
-    /// Device work requests that waited for room in the send queue.
-    pub fn post_waiting_rdma(&mut self) {
-        for _ in 0..self.rdma_waiting.len() {
-            let Some(id) = self.rdma_waiting.pop_front() else {
-                return;
-            };
-            self.post_rdma_wrs(id);
         }
     }
 
@@ -305,7 +295,7 @@ impl Inner {
 }
 
 /// The piece of `iov` at byte `off`: the rest of the entry holding it, at most `max` bytes.
-fn piece_at(iov: &[IoVec], off: usize, max: usize) -> Option<IoVec> {
+pub(super) fn piece_at(iov: &[IoVec], off: usize, max: usize) -> Option<IoVec> {
     let mut o = off;
     for v in iov {
         if o < v.len() {
@@ -317,6 +307,17 @@ fn piece_at(iov: &[IoVec], off: usize, max: usize) -> Option<IoVec> {
 }
 
 impl RdmEndpoint {
+    /// Device work requests that waited for room in the send queue.
+    pub(super) fn post_waiting_rdma(&self, g: &mut Inner) {
+        for _ in 0..g.rdma_waiting.len() {
+            match g.rdma_waiting.pop_front() {
+                Some(Owner::Tx(id)) => g.post_rdma_wrs(id),
+                Some(Owner::Rx(id)) => self.post_long_reads(g, id),
+                _ => return,
+            }
+        }
+    }
+
     /// A device read or write work request finished.
     pub(super) fn rdma_done(
         &self,
@@ -327,7 +328,11 @@ impl RdmEndpoint {
         let Some(sent) = g.sent.remove(wr_id) else {
             return;
         };
-        let Owner::Tx(id) = sent.owner else { return };
+        let id = match sent.owner {
+            Owner::Tx(id) => id,
+            Owner::Rx(id) => return self.long_read_done(g, id, sent.payload, status),
+            Owner::Ctrl => return,
+        };
         if let Some(t) = g.txes.get_mut(id) {
             t.in_flight = t.in_flight.saturating_sub(1);
         }

@@ -121,7 +121,14 @@ impl Inner {
     ) {
         let Some(t) = self.txes.get(id) else { return };
         let peer = t.peer;
-        let cq_data = t.cq_data.filter(|_| matches!(ty, pkt::EAGER_MSGRTM..=pkt::LONGCTS_RTW | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_RTW));
+        let cq_data = t.cq_data.filter(|_| {
+            matches!(
+                ty,
+                pkt::EAGER_MSGRTM..=pkt::LONGCTS_RTW
+                    | pkt::LONGREAD_MSGRTM..=pkt::LONGREAD_RTW
+                    | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_RTW
+            )
+        });
         let hs = self.peers[peer].hs_received;
         let me = self.dev.addr();
         let connid = self.connid();
@@ -191,6 +198,9 @@ impl Inner {
         }
         let (msg_id, tag) = (t.msg_id, t.tag);
         let send_id = tx_wire(id);
+        if self.start_longread_msg(id) {
+            return;
+        }
         let eager_ty = tag_ty(if dc {
             pkt::DC_EAGER_MSGRTM
         } else {
@@ -347,6 +357,7 @@ impl Inner {
         match kind {
             TxKind::Msg | TxKind::Tagged => self.start_msg(id),
             TxKind::Read | TxKind::Write if self.start_device_rdma(id) => {}
+            TxKind::Write if self.start_longread_write(id) => {}
             TxKind::Write => {
                 let dc = self.peers[peer].error_responses();
                 if let Some(t) = self.txes.get_mut(id) {
@@ -447,6 +458,7 @@ impl RdmEndpoint {
             owned: Vec::new(),
             lent: false,
             failed: None,
+            longread: false,
         }
     }
 

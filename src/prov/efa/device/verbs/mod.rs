@@ -45,10 +45,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use super::{
-    Completion, DevError, Device, DeviceCaps, EfaAddr, HEADROOM, MIN_MTU, RdmaOp, RdmaReq,
+    Completion, DevError, Device, DeviceCaps, EfaAddr, HEADROOM, MIN_MTU, RdmaOp, RdmaReq, Staging,
     recv_buf_len,
 };
-use crate::abi::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE};
+use crate::abi::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE, FI_SEND, FI_WRITE};
 use crate::core::Errno;
 use crate::prov::efa::srd;
 use crate::sys::mem::IoVec;
@@ -255,10 +255,18 @@ pub struct HwContext {
     ctx: H<Ctx>,
     pd: H<Pd>,
     ahs: Mutex<Ahs>,
-    /// Application registrations by (start address, id): end address and lkey, for the
-    /// local side of device RDMA ([`HwContext::lkey_for`]).
-    regs: RwLock<BTreeMap<(usize, u64), (usize, u32)>>,
+    /// Application registrations by (start address, id): end address, lkey, and the rkey if
+    /// remote reads are allowed, for the local side of device RDMA ([`HwContext::lkey_for`])
+    /// and the memory long-read requests hand out ([`HwContext::rkey_for`]).
+    regs: RwLock<BTreeMap<(usize, u64), Reg>>,
     next_reg: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Reg {
+    end: usize,
+    lkey: u32,
+    readable: Option<u32>,
 }
 
 /// An application region registered with the device (`ibv_reg_mr`); deregistered when
@@ -367,12 +375,13 @@ impl HwContext {
 
     /// Registers application memory `mem` (`ibv_reg_mr`): always local write (device reads
     /// land in it), remote read and remote write only where the device does them and
-    /// `fi_access` asks for them (`FI_REMOTE_READ`, `FI_REMOTE_WRITE`), so the NIC refuses
-    /// what the MR map would.
+    /// `fi_access` asks for them, so the NIC refuses what the MR map would: remote write for
+    /// `FI_REMOTE_WRITE`, remote read for `FI_REMOTE_READ` and for `FI_SEND` / `FI_WRITE`
+    /// (the source of a long-read message or write is read by the peer's device).
     pub fn reg_mr(self: &Arc<Self>, mem: IoVec, fi_access: u64) -> crate::core::Result<HwMr> {
         let caps = self.info.caps;
         let mut access = IBV_ACCESS_LOCAL_WRITE;
-        if caps.rdma_read && fi_access & FI_REMOTE_READ != 0 {
+        if caps.rdma_read && fi_access & (FI_REMOTE_READ | FI_SEND | FI_WRITE) != 0 {
             access |= IBV_ACCESS_REMOTE_READ;
         }
         if caps.rdma_write && fi_access & FI_REMOTE_WRITE != 0 {
@@ -403,10 +412,14 @@ impl HwContext {
         }
         let id = self.next_reg.fetch_add(1, Ordering::Relaxed);
         let start = mem.addr();
-        self.regs
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((start, id), (start + mem.len(), lkey));
+        self.regs.write().unwrap_or_else(|e| e.into_inner()).insert(
+            (start, id),
+            Reg {
+                end: start + mem.len(),
+                lkey,
+                readable: (access & IBV_ACCESS_REMOTE_READ != 0).then_some(rkey),
+            },
+        );
         Ok(HwMr {
             hw: self.clone(),
             mr: H(mr),
@@ -421,13 +434,22 @@ impl HwContext {
     /// The lkey of a registration covering `[addr, addr + len)`: the nearest few starting at
     /// or below `addr` are looked at (overlapping registrations of one buffer are rare).
     pub fn lkey_for(&self, addr: usize, len: usize) -> Option<u32> {
+        self.reg_for(addr, len, |r| Some(r.lkey))
+    }
+
+    /// The rkey of a registration covering `[addr, addr + len)` that peers may read.
+    pub fn rkey_for(&self, addr: usize, len: usize) -> Option<u32> {
+        self.reg_for(addr, len, |r| r.readable)
+    }
+
+    fn reg_for(&self, addr: usize, len: usize, f: impl Fn(&Reg) -> Option<u32>) -> Option<u32> {
         let end = addr.checked_add(len)?;
         let regs = self.regs.read().unwrap_or_else(|e| e.into_inner());
         regs.range(..=(addr, u64::MAX))
             .rev()
             .take(8)
-            .find(|(_, (e, _))| *e >= end)
-            .map(|(_, (_, lkey))| *lkey)
+            .filter(|(_, r)| r.end >= end)
+            .find_map(|(_, r)| f(r))
     }
 
     fn ahs(&self) -> std::sync::MutexGuard<'_, Ahs> {
@@ -568,6 +590,23 @@ impl Pool {
     fn release(&mut self, v: &Verbs) {
         // SAFETY: the QP using the pool is destroyed first (VerbsDevice::drop).
         unsafe { (v.dereg_mr)(self.mr.0) };
+    }
+}
+
+/// A staging buffer registered with the device (`Device::staging`): the registration goes
+/// before the memory (fields drop in order).
+struct HwStaging {
+    mr: HwMr,
+    iov: IoVec,
+    _mem: Vec<u8>,
+}
+
+impl Staging for HwStaging {
+    fn mem(&self) -> IoVec {
+        self.iov
+    }
+    fn lkey(&self) -> u32 {
+        self.mr.lkey
     }
 }
 
@@ -1081,6 +1120,20 @@ impl Device for VerbsDevice {
 
     fn local_key(&self, mem: IoVec) -> Option<u32> {
         self.hw.lkey_for(mem.addr(), mem.len())
+    }
+
+    fn remote_key(&self, mem: IoVec) -> Option<u32> {
+        self.hw.rkey_for(mem.addr(), mem.len())
+    }
+
+    fn staging(&mut self, len: usize) -> Option<Box<dyn Staging>> {
+        let mut mem = vec![0u8; len];
+        // SAFETY: `mem` is owned by the staging buffer with its registration, never resized,
+        // and freed only after the registration (field order of HwStaging); the IoVec is
+        // used only while the buffer lives (Staging's contract).
+        let iov = unsafe { IoVec::new(mem.as_mut_ptr(), len) };
+        let mr = self.hw.reg_mr(iov, 0).ok()?;
+        Some(Box::new(HwStaging { mr, iov, _mem: mem }))
     }
 
     fn post_rdma(&mut self, r: RdmaReq) -> Result<(), Errno> {
