@@ -529,3 +529,30 @@ fn without_device_write_long_writes_go_by_long_read() {
     assert!(back.iter().all(|&x| x == 3));
     assert_eq!(rdm(&c).device_stats().rdma_reads - r0, 1);
 }
+
+/// A domain whose keys are the application's and whose addresses are offsets (no
+/// FI_MR_PROV_KEY / FI_MR_VIRT_ADDR) cannot be addressed with device RDMA: its endpoints do
+/// not advertise it, so RMA to them is emulated and lands right.
+#[test]
+fn offset_addressed_targets_are_served_by_emulation() {
+    let (a, _b, _, _) = pair();
+    let c = lo_node(CAPS, |_| ());
+    let ac = a.insert_hex(&c.name_hex());
+    c.insert_hex(&a.name_hex());
+    let (target, tv) = buf(10_000);
+    let mr = c.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0x77);
+    assert_eq!(mr.key(), 0x77);
+    let (src, sv) = buf(6000);
+    src.copy_from_slice(&pattern(6000, 8));
+    let _m = a.reg(sv, FI_WRITE, 0);
+    let rma = [fi_rma_iov {
+        addr: 1000,
+        len: 6000,
+        key: 0x77,
+    }];
+    let w0 = rdm(&a).device_stats().rdma_writes;
+    a.ep.write(&rma_op(&[sv], ac, &rma, 4)).unwrap();
+    assert_eq!(wait_ok(&a, &c).op_context, 4);
+    assert!(target[1000..7000] == pattern(6000, 8)[..]);
+    assert_eq!(rdm(&a).device_stats().rdma_writes, w0);
+}

@@ -317,6 +317,10 @@ pub(super) struct Inner {
     /// or `FI_OPT_EFA_USE_DEVICE_RDMA` said no): advertised in our handshake, and used for
     /// reads and writes to peers that advertise it too (`rma.rs`).
     pub rdma: DeviceCaps,
+    /// Our MR keys are the device's rkeys and remote addresses are virtual (`FI_MR_PROV_KEY`
+    /// and `FI_MR_VIRT_ADDR`, or `FI_MR_BASIC`): only then may peers address our memory with
+    /// device RDMA, so only then does the handshake advertise it.
+    pub rdma_target: bool,
     /// Reads, writes (`Owner::Tx`) and long reads (`Owner::Rx`) with device work requests
     /// still to post (the send queue was full).
     pub rdma_waiting: VecDeque<Owner>,
@@ -411,6 +415,9 @@ impl RdmEndpoint {
         } else {
             DeviceCaps::default()
         };
+        let mr_mode = domain.mr_map.mr_mode();
+        let has = |bits: u32| mr_mode & (bits | FI_MR_BASIC) as i32 != 0;
+        let rdma_target = has(FI_MR_PROV_KEY) && has(FI_MR_VIRT_ADDR);
         let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
         // Upstream uses shm unless the application asked for remote communication only.
         let local_comm = caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) != FI_REMOTE_COMM;
@@ -446,6 +453,7 @@ impl RdmEndpoint {
             inner: Mutex::new(Inner {
                 dev,
                 rdma,
+                rdma_target,
                 rdma_waiting: VecDeque::new(),
                 acks_kept: Arc::new(AtomicBool::new(false)),
                 mtu,

@@ -223,10 +223,10 @@ impl Inner {
         let connid = self.connid();
         let mtu = u32::try_from(self.mtu).unwrap_or(u32::MAX);
         let mut extra = EXTRA_INFO;
-        if self.rdma.rdma_read {
+        if self.rdma.rdma_read && self.rdma_target {
             extra |= pkt::EXTRA_RDMA_READ;
         }
-        if self.rdma.rdma_write {
+        if self.rdma.rdma_write && self.rdma_target {
             extra |= pkt::EXTRA_RDMA_WRITE;
         }
         let n = pkt::write_handshake(&mut b[HEADROOM..], extra, connid, 0, mtu);

@@ -6,9 +6,9 @@
 //! Protocol choice for a message of `len` bytes: eager when it fits one packet, medium up to
 //! `FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE` (all segments at once), long-CTS beyond (the first
 //! chunk with the request, the rest under the receiver's CTS windows); delivery-complete
-//! variants when asked. The long-read and runt-read protocols (which need device RDMA read)
-//! are not implemented yet, so upstream's RDMA-read feature bit is not advertised (`pkt::
-//! EXTRA_RDMA_READ_TARGET`).
+//! variants when asked. Before all of these, long read (`longread.rs`) where both devices do
+//! RDMA read and the message is long enough; runt read is not implemented (upstream sends it
+//! only from device memory or with `FI_EFA_RUNT_SIZE` set).
 
 use std::sync::Arc;
 
