@@ -5,6 +5,8 @@
 //! peers stay on the device (FI_EFA_ENABLE_SHM_TRANSFER=0): every emulated QP is on this
 //! host.
 
+#![allow(unsafe_code)]
+
 mod common;
 
 const SHM_TRANSFER: &str = "0";
@@ -555,4 +557,86 @@ fn offset_addressed_targets_are_served_by_emulation() {
     assert_eq!(wait_ok(&a, &c).op_context, 4);
     assert!(target[1000..7000] == pattern(6000, 8)[..]);
     assert_eq!(rdm(&a).device_stats().rdma_writes, w0);
+}
+
+/// fi_efa_ops_domain::query_mr through the C ops tables, as an application calls it: a region
+/// registered on the hardware domain answers with its registration's interconnect ids (the
+/// emulated NIC's efadv_query_mr: all three valid), its key is the NIC's rkey, and it closes.
+#[test]
+fn query_mr_through_the_c_ops_answers_from_the_registration() {
+    use core::ptr::null_mut;
+    use fabric::abi::ops::fi_efa_ops_domain;
+    use fabric::abi::types::{fi_efa_mr_attr, fid_domain, fid_mr};
+    use fabric::util::Provider;
+    init();
+    let mut hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
+    let info = fabric::core::provider::InfoProvider::getinfo(
+        &EFA,
+        fi_version(2, 6),
+        None,
+        None,
+        0,
+        Some(&hints),
+    )
+    .unwrap()
+    .into_iter()
+    .find(|i| i.domain_attr.name.as_deref() == Some(RDM_DOMAIN))
+    .unwrap();
+    let fab = EFA.fabric(&info.fabric_attr).unwrap();
+    let (mem, _) = buf(4096);
+    // SAFETY: test: every pointer comes from the library and is used as fi_*(3) describes;
+    // `mem` is leaked, valid for the process.
+    unsafe {
+        let f = fabric::ffi::domain::fabric_to_c(fab, fi_version(2, 6), null_mut());
+        let ci = fabric::ffi::info::info_to_c(&info);
+        let mut d: *mut fid_domain = null_mut();
+        assert_eq!(((*(*f).ops).domain.unwrap())(f, ci, &mut d, null_mut()), 0);
+        let mut mr: *mut fid_mr = null_mut();
+        let reg = (*(*d).mr).reg.unwrap();
+        let rc = reg(
+            &mut (*d).fid,
+            mem.as_ptr().cast(),
+            mem.len(),
+            FI_REMOTE_READ | FI_REMOTE_WRITE,
+            0,
+            0,
+            0,
+            &mut mr,
+            null_mut(),
+        );
+        assert_eq!(rc, 0);
+        assert!((*mr).key <= u64::from(u32::MAX), "the key is an rkey");
+        let mut ops: *mut core::ffi::c_void = null_mut();
+        let name = std::ffi::CString::new(FI_EFA_DOMAIN_OPS).unwrap();
+        let open = (*(*d).fid.ops).ops_open.unwrap();
+        assert_eq!(
+            open(&mut (*d).fid, name.as_ptr(), 0, &mut ops, null_mut()),
+            0
+        );
+        let q = (*(ops as *const fi_efa_ops_domain)).query_mr.unwrap();
+        let mut attr = fi_efa_mr_attr {
+            ic_id_validity: 0,
+            recv_ic_id: 9,
+            rdma_read_ic_id: 9,
+            rdma_recv_ic_id: 9,
+        };
+        assert_eq!(q(mr, &mut attr), 0);
+        assert_eq!(
+            (
+                attr.ic_id_validity,
+                attr.recv_ic_id,
+                attr.rdma_read_ic_id,
+                attr.rdma_recv_ic_id
+            ),
+            (0b111, 0, 0, 0)
+        );
+        assert_eq!(((*(*mr).fid.ops).close.unwrap())(&mut (*mr).fid), 0);
+        assert_eq!(((*(*d).fid.ops).close.unwrap())(&mut (*d).fid), 0);
+        assert_eq!(((*(*f).fid.ops).close.unwrap())(&mut (*f).fid), 0);
+        fabric::ffi::info::free_info(ci);
+    }
 }

@@ -1011,6 +1011,12 @@ impl Domain for EfaDomain {
         self.mr_mode
     }
 
+    /// `fi_open_ops(domain, FI_EFA_DOMAIN_OPS)` (fi_efa(7)): `query_mr` answers from the
+    /// region's device registration (none on the software devices: no valid id).
+    fn supports_ops(&self, name: &str) -> bool {
+        name == FI_EFA_DOMAIN_OPS
+    }
+
     fn cq_data_size(&self) -> usize {
         if self.rdm { 4 } else { 0 }
     }
