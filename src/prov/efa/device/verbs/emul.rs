@@ -68,6 +68,11 @@ pub fn rdma_ops() -> (u64, u64) {
     )
 }
 
+/// The access flags an MR of the emulated NIC was registered with (0 for no such MR).
+pub fn access_of(m: *mut Mr) -> c_int {
+    with(|n| n.mrs.get(&id(m)).map_or(0, |m| m.access))
+}
+
 /// The verbs table over the emulated NIC.
 pub fn verbs() -> &'static Verbs {
     &EMUL

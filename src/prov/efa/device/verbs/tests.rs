@@ -439,3 +439,39 @@ fn registrations_answer_query_mr_and_check_access() {
     let bad = unsafe { (v.reg_mr)(hw.pd.0, mem.as_ptr().cast(), 64, IBV_ACCESS_REMOTE_WRITE) };
     assert!(bad.is_null());
 }
+
+/// What a registration lets peers do follows what the application asked for: remote read
+/// for FI_REMOTE_READ and for the sources of long reads (FI_SEND, FI_WRITE), remote write for
+/// FI_REMOTE_WRITE, neither for a receive buffer; the local key covers any registration.
+#[test]
+fn registration_access_follows_the_request() {
+    let hw = HwContext::open(&emulated()).unwrap();
+    let cases = [
+        (FI_REMOTE_READ, true, false),
+        (FI_SEND, true, false),
+        (crate::abi::consts::FI_WRITE, true, false),
+        (FI_REMOTE_WRITE, false, true),
+        (crate::abi::consts::FI_RECV, false, false),
+    ];
+    for (access, read, write) in cases {
+        let mem = app_mem(128, 0);
+        let mr = hw.reg_mr(mem, access).unwrap();
+        assert_eq!(hw.lkey_for(mem.addr(), 128), Some(mr.lkey));
+        assert_eq!(hw.lkey_for(mem.addr() + 64, 64), Some(mr.lkey));
+        assert_eq!(hw.lkey_for(mem.addr() + 64, 65), None, "past the end");
+        let rkey = hw.rkey_for(mem.addr(), 128);
+        assert_eq!(rkey.is_some(), read, "access {access:#x}: remote read");
+        let m = emul::access_of(mr.mr.0);
+        assert_eq!(m & IBV_ACCESS_REMOTE_READ != 0, read, "access {access:#x}");
+        assert_eq!(
+            m & IBV_ACCESS_REMOTE_WRITE != 0,
+            write,
+            "access {access:#x}"
+        );
+        assert_ne!(m & IBV_ACCESS_LOCAL_WRITE, 0);
+    }
+    // efadv_mr_attr as efadv_query_mr(3) gives it (rdma-core 49; not in Debian's headers).
+    assert_eq!(core::mem::size_of::<EfadvMrAttr>(), 16);
+    assert_eq!(core::mem::offset_of!(EfadvMrAttr, ic_id_validity), 8);
+    assert_eq!(core::mem::offset_of!(EfadvMrAttr, rdma_recv_ic_id), 14);
+}
