@@ -304,8 +304,9 @@ impl Drop for HwMr {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&(self.start, self.id));
-        // SAFETY: the registration made by reg_mr, used by no work request the device still
-        // holds: its region's operations completed or their endpoint went first.
+        // SAFETY: the registration made by reg_mr, dropped once: by fi_close of its region
+        // (fi_mr(3): no operation may use a region being closed), or, for a staging buffer,
+        // after its reads completed or their QP was destroyed.
         unsafe { (self.hw.v.dereg_mr)(self.mr.0) };
     }
 }
