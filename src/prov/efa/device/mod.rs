@@ -347,7 +347,9 @@ pub trait Device: Send {
     }
 
     /// The local key of registered memory covering all of `mem` (device RDMA reads into it
-    /// and writes from it), if there is one.
+    /// and writes from it), if there is one. Application memory is registered per domain,
+    /// not per queue pair (a protection domain's, at `fi_mr_reg`, before any endpoint may
+    /// exist: `verbs::HwContext::reg_mr`); a device answers from its domain's registrations.
     fn local_key(&self, _mem: IoVec) -> Option<u32> {
         None
     }
