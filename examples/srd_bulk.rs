@@ -66,7 +66,10 @@ fn main() {
                             let _ = rx.post_recv(buf, wr_id);
                         }
                         Completion::Run { buf } => rx.return_run(buf),
-                        Completion::Send { .. } => {}
+                        // No RDMA on the software device.
+                        Completion::Send { .. }
+                        | Completion::Rdma { .. }
+                        | Completion::WriteData { .. } => {}
                     }
                 }
                 rx.flush();

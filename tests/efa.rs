@@ -51,3 +51,28 @@ fn dgram_prefix_mode_leaves_the_front_of_each_buffer() {
         }
     }
 }
+
+/// The software device has no RDMA: every one-sided operation is emulated (fi_efa(7)'s
+/// FI_OPT_EFA_EMULATED_* say so), device RDMA cannot be turned on, and registrations have no
+/// device behind them (query_mr reports no valid interconnect id).
+#[test]
+fn the_software_device_emulates_every_one_sided_operation() {
+    let (a, _b, _, _) = pair();
+    for opt in [
+        FI_OPT_EFA_EMULATED_READ,
+        FI_OPT_EFA_EMULATED_WRITE,
+        FI_OPT_EFA_EMULATED_ATOMICS,
+    ] {
+        let mut v = [0u8; 1];
+        let mut need = 0;
+        a.ep.getopt(FI_OPT_ENDPOINT, opt, &mut v, &mut need)
+            .unwrap();
+        assert_eq!(v[0], 1, "option {opt}");
+    }
+    assert_eq!(
+        a.ep.setopt(FI_OPT_ENDPOINT, FI_OPT_EFA_USE_DEVICE_RDMA, &[1]),
+        Err(Errno::OPNOTSUPP)
+    );
+    let (_m, v) = buf(64);
+    assert!(a.reg(v, FI_REMOTE_READ, 0).device().is_none());
+}

@@ -290,20 +290,23 @@ pub static EFA_DOMAIN_OPS: fi_efa_ops_domain = fi_efa_ops_domain {
 unsafe extern "C" fn efa_query_mr(mr: *mut fid_mr, attr: *mut fi_efa_mr_attr) -> c_int {
     int_ret(|| {
         // SAFETY: checked by from_ptr.
-        unsafe { super::object::MrObj::from_ptr(mr)? };
+        let m = unsafe { super::object::MrObj::from_ptr(mr)? };
         if attr.is_null() {
             return Err(Errno::INVAL);
         }
-        // The software device has no interconnects: no interconnect id is valid (fi_efa(7)).
+        // An EFA device's registration answers for itself (efadv_query_mr); the software
+        // device has no interconnects: no interconnect id is valid (fi_efa(7)).
+        let [ic_id_validity, recv_ic_id, rdma_read_ic_id, rdma_recv_ic_id] =
+            m.inner.device().map_or([0; 4], |d| d.ic_ids());
         // SAFETY: non-null out-parameter.
         unsafe {
             put(
                 attr,
                 fi_efa_mr_attr {
-                    ic_id_validity: 0,
-                    recv_ic_id: 0,
-                    rdma_read_ic_id: 0,
-                    rdma_recv_ic_id: 0,
+                    ic_id_validity,
+                    recv_ic_id,
+                    rdma_read_ic_id,
+                    rdma_recv_ic_id,
                 },
             )
         };

@@ -24,9 +24,19 @@ pub struct MrRequest {
 pub const MR_ACCESS: u64 =
     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 
+/// A region's registration with a device (an EFA NIC: `ibv_reg_mr`), held by the region and
+/// released when the region goes (its `Drop`).
+pub trait DeviceMr: Send + Sync + std::fmt::Debug {
+    /// fi_efa(7)'s `fi_efa_mr_attr` of the registration: `[ic_id_validity, recv_ic_id,
+    /// rdma_read_ic_id, rdma_recv_ic_id]`.
+    fn ic_ids(&self) -> [u16; 4];
+}
+
 #[derive(Debug)]
 pub struct Mr {
     key: u64,
+    /// The device registration behind the key, on a domain of a device that has them.
+    device: Option<Box<dyn DeviceMr>>,
     iov: Vec<IoVec>,
     len: usize,
     access: u64,
@@ -42,6 +52,11 @@ pub struct Mr {
 impl Mr {
     pub fn key(&self) -> u64 {
         self.key
+    }
+
+    /// The device registration, if the domain's device made one.
+    pub fn device(&self) -> Option<&dyn DeviceMr> {
+        self.device.as_deref()
     }
 
     pub fn iov(&self) -> &[IoVec] {
@@ -155,6 +170,25 @@ impl MrMap {
     }
 
     pub fn register(&self, req: &MrRequest) -> Result<Arc<Mr>> {
+        self.register_with(req, None)
+    }
+
+    /// `register` of a region the device registered too: with provider keys (`FI_MR_PROV_KEY`)
+    /// the key is the device's (`key`, EFA's rkey), as remote peers address the device with it.
+    pub fn register_device(
+        &self,
+        req: &MrRequest,
+        key: u64,
+        device: Box<dyn DeviceMr>,
+    ) -> Result<Arc<Mr>> {
+        self.register_with(req, Some((key, device)))
+    }
+
+    fn register_with(
+        &self,
+        req: &MrRequest,
+        device: Option<(u64, Box<dyn DeviceMr>)>,
+    ) -> Result<Arc<Mr>> {
         if req.access & !MR_ACCESS != 0 {
             return Err(Errno::INVAL);
         }
@@ -171,7 +205,18 @@ impl MrMap {
             .try_fold(0usize, |a, v| a.checked_add(v.len()))
             .ok_or(Errno::INVAL)?;
         let mut keys = self.inner.keys.write().unwrap_or_else(|e| e.into_inner());
-        let key = if self.prov_key() {
+        let (dev_key, device) = match device {
+            Some((k, d)) => (Some(k), Some(d)),
+            None => (None, None),
+        };
+        let key = if let Some(k) = dev_key.filter(|_| self.prov_key()) {
+            // The device's keys are unique among its live registrations; a clash means a key
+            // of another kind is in the map.
+            if keys.contains_key(&k) {
+                return Err(Errno::NOKEY);
+            }
+            k
+        } else if self.prov_key() {
             // Unpredictable keys: a peer must not be able to guess another region's key.
             let mask = if self.key_size >= 8 {
                 u64::MAX
@@ -195,6 +240,7 @@ impl MrMap {
         };
         let mr = Arc::new(Mr {
             key,
+            device,
             iov: req.iov.clone(),
             len,
             access: req.access,

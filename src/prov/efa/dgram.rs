@@ -128,6 +128,15 @@ impl DgramEndpoint {
                         g.posted += 1;
                     }
                 }
+                // DGRAM endpoints post no RDMA; a peer's RDMA write with data into a DGRAM
+                // domain's memory is not a datagram: its receive goes back on the device.
+                Completion::WriteData { buf, .. } => {
+                    g.posted -= 1;
+                    if g.dev.post_recv(buf, 0).is_ok() {
+                        g.posted += 1;
+                    }
+                }
+                Completion::Rdma { .. } => {}
                 Completion::Send { wr_id, status, .. } => {
                     let Some((context, len, completion)) = g.sends.remove(wr_id) else {
                         continue;

@@ -70,6 +70,14 @@ pub struct Knobs {
     pub recvwin: usize,
     pub timeout_interval_us: u64,
     pub max_timeout_us: u64,
+    /// `FI_EFA_USE_DEVICE_RDMA`: device RDMA where the device has it (fi_efa(7)).
+    pub use_device_rdma: bool,
+    /// `FI_EFA_INTER_MIN_READ_MESSAGE_SIZE`: messages from this size on go by long read
+    /// where both sides' devices read.
+    pub min_read_msg: usize,
+    /// `FI_EFA_INTER_MIN_READ_WRITE_SIZE`: writes from this size on go by long read where
+    /// both devices read but not both write.
+    pub min_read_write: usize,
 }
 
 impl Knobs {
@@ -119,6 +127,27 @@ impl Knobs {
                 1_000_000,
             )
             .clamp(1, i64::from(i32::MAX / 2)) as u64,
+            use_device_rdma: knob_bool(
+                p,
+                "use_device_rdma",
+                "Use the device's RDMA read and write where it has them (fi_read, fi_write)",
+                true,
+            ),
+            min_read_msg: knob_size(
+                p,
+                "inter_min_read_message_size",
+                "Smallest message sent with the long-read protocol (device RDMA read)",
+                1 << 20,
+            )
+            .max(1),
+            min_read_write: knob_size(
+                p,
+                "inter_min_read_write_size",
+                "Smallest write sent with the long-read protocol where devices read but do not \
+                 both write",
+                65536,
+            )
+            .max(1),
         }
     }
 }
@@ -241,6 +270,8 @@ pub fn prov_strerror(prov_errno: i32) -> Option<&'static str> {
         10 => "Receiver not ready (RNR retries exhausted)",
         13 => "Unresponsive remote: the peer stopped answering",
         15 => "Remote unreachable",
+        5 => "Invalid local key: the buffer is not registered with the device",
+        7 => "Remote address or key invalid (device RDMA refused by the target's NIC)",
         4097 => "Remote refused the access (bad key, bounds or permissions)",
         4098 => "Packet from an unknown or spoofed sender",
         _ => return None,
@@ -942,7 +973,19 @@ impl Domain for EfaDomain {
         if req.iov.len() > 1 {
             return Err(Errno::INVAL);
         }
-        self.mr_map.register(req)
+        // On an EFA device the region is registered with the NIC too (`ibv_reg_mr`), and its
+        // key is the rkey, which peers' device RDMA presents (FI_MR_PROV_KEY, as upstream).
+        match (&self.hw, req.iov.first()) {
+            (Some(hw), Some(mem)) if self.rdm && !mem.is_empty() && req.iface == FI_HMEM_SYSTEM => {
+                if req.access & !crate::util::mr::MR_ACCESS != 0 {
+                    return Err(Errno::INVAL);
+                }
+                let reg = hw.reg_mr(*mem, req.access)?;
+                let key = u64::from(reg.rkey);
+                self.mr_map.register_device(req, key, Box::new(reg))
+            }
+            _ => self.mr_map.register(req),
+        }
     }
 
     fn query_atomic(
@@ -966,6 +1009,12 @@ impl Domain for EfaDomain {
 
     fn mr_mode(&self) -> i32 {
         self.mr_mode
+    }
+
+    /// `fi_open_ops(domain, FI_EFA_DOMAIN_OPS)` (fi_efa(7)): `query_mr` answers from the
+    /// region's device registration (none on the software devices: no valid id).
+    fn supports_ops(&self, name: &str) -> bool {
+        name == FI_EFA_DOMAIN_OPS
     }
 
     fn cq_data_size(&self) -> usize {

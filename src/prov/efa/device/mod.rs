@@ -5,9 +5,10 @@
 //! Devices: [`udp::UdpDevice`], the software SRD over UDP sockets (any Ethernet host),
 //! [`sim::SimDevice`], the same transport over an in-memory network with a seeded fault
 //! injector (tests), and [`verbs::VerbsDevice`], an SRD queue pair of an EFA NIC through
-//! rdma-core loaded at run time (tests run it over an emulated NIC, `verbs::emul`). The RDM
-//! protocol emulates one-sided operations with its own packets on all of them (device RDMA on
-//! EFA is a later step, docs/hardware.md).
+//! rdma-core loaded at run time (tests run it over an emulated NIC, `verbs::emul`). A device
+//! that says so in its [`DeviceCaps`] also reads and writes registered memory of a peer
+//! directly ([`Device::post_rdma`]); the RDM protocol uses that where both sides can, and
+//! emulates one-sided operations with its own packets everywhere else.
 
 pub mod faults;
 pub mod sim;
@@ -163,6 +164,11 @@ pub enum DevError {
     Unreachable,
     /// The datagram is larger than the MTU.
     TooBig,
+    /// RDMA to a remote range its key does not cover or allow (EFA status 7, remote bad
+    /// address: a wrong rkey, bounds, or access the registration lacks).
+    RemoteAccess,
+    /// A local buffer not covered by a registration with that lkey (EFA status 5).
+    LocalKey,
 }
 
 impl DevError {
@@ -171,6 +177,7 @@ impl DevError {
             DevError::Rnr => Errno::NORX,
             DevError::Unreachable => Errno::CONNABORTED,
             DevError::TooBig => Errno::MSGSIZE,
+            DevError::RemoteAccess | DevError::LocalKey => Errno::INVAL,
         }
     }
 
@@ -180,8 +187,43 @@ impl DevError {
             DevError::Rnr => 10,
             DevError::Unreachable => 13,
             DevError::TooBig => 3,
+            DevError::RemoteAccess => 7,
+            DevError::LocalKey => 5,
         }
     }
+}
+
+/// Memory the device registered for its caller's own use (a staging buffer that device RDMA
+/// reads into when the application's memory is not registered); deregistered and freed when
+/// dropped, which the caller does only once no work request uses it.
+pub trait Staging: Send {
+    fn mem(&self) -> IoVec;
+    fn lkey(&self) -> u32;
+}
+
+/// What a device RDMA work request does ([`Device::post_rdma`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RdmaOp {
+    /// The peer's registered memory into `local`.
+    Read,
+    /// `local` into the peer's registered memory; the peer's CQ sees nothing.
+    Write,
+    /// As `Write`, then the peer gets [`Completion::WriteData`] with this value (it takes one
+    /// of the peer's posted receives, as a datagram would).
+    WriteData(u32),
+}
+
+/// One device RDMA work request: `local` (registered, `lkey`) to or from `len(local)` bytes
+/// at `raddr` of the peer `dest`'s registration `rkey`.
+#[derive(Debug, Clone, Copy)]
+pub struct RdmaReq {
+    pub op: RdmaOp,
+    pub dest: EfaAddr,
+    pub local: IoVec,
+    pub lkey: u32,
+    pub raddr: u64,
+    pub rkey: u32,
+    pub wr_id: u64,
 }
 
 /// A finished work request.
@@ -211,6 +253,20 @@ pub enum Completion {
         buf: Vec<u8>,
         off: usize,
         len: usize,
+        src: EfaAddr,
+    },
+    /// A device RDMA work request finished (`post_rdma`'s `wr_id`).
+    Rdma {
+        wr_id: u64,
+        status: Result<(), DevError>,
+    },
+    /// A peer's RDMA write with data (`RdmaOp::WriteData`) of `len` bytes landed in our
+    /// memory; it took the posted receive `wr_id`, whose buffer comes back unused.
+    WriteData {
+        wr_id: u64,
+        buf: Vec<u8>,
+        len: usize,
+        data: u32,
         src: EfaAddr,
     },
 }
@@ -300,6 +356,36 @@ pub trait Device: Send {
 
     /// `FI_OPT_EFA_RNR_RETRY`.
     fn set_rnr_retry(&mut self, n: u32);
+
+    /// The largest transfer of one RDMA work request (0: the device has no RDMA).
+    fn max_rdma_size(&self) -> usize {
+        0
+    }
+
+    /// The local key of registered memory covering all of `mem` (device RDMA reads into it
+    /// and writes from it), if there is one. Application memory is registered per domain,
+    /// not per queue pair (a protection domain's, at `fi_mr_reg`, before any endpoint may
+    /// exist: `verbs::HwContext::reg_mr`); a device answers from its domain's registrations.
+    fn local_key(&self, _mem: IoVec) -> Option<u32> {
+        None
+    }
+
+    /// The rkey under which a peer's device may read all of `mem` (a registration covering it
+    /// with remote read access), if there is one: the long-read protocols hand it out.
+    fn remote_key(&self, _mem: IoVec) -> Option<u32> {
+        None
+    }
+
+    /// A registered buffer of `len` bytes for device RDMA reads.
+    fn staging(&mut self, _len: usize) -> Option<Box<dyn Staging>> {
+        None
+    }
+
+    /// Posts a device RDMA work request (only where `caps` offers its kind); it completes as
+    /// [`Completion::Rdma`]. `AGAIN` when the send queue is full.
+    fn post_rdma(&mut self, _req: RdmaReq) -> std::result::Result<(), Errno> {
+        Err(Errno::NOSYS)
+    }
 
     /// A file descriptor readable when `poll` may have work.
     fn wait_fd(&self) -> Option<RawFd> {

@@ -765,6 +765,9 @@ mod tests {
                             b.return_run(core::mem::replace(&mut run, buf));
                             continue;
                         }
+                        c @ (Completion::Rdma { .. } | Completion::WriteData { .. }) => {
+                            panic!("no RDMA here: {c:?}")
+                        }
                         Completion::Recv {
                             wr_id,
                             buf,

@@ -162,8 +162,13 @@ impl RdmEndpoint {
                 };
                 g.fail_tx(id, err, PROV_ERR_REMOTE_ACCESS);
             }
-            // Not used by this endpoint (no RDMA read): nothing of ours is waiting for them.
-            Ctrl::Eor { .. } | Ctrl::ReadNack { .. } | Ctrl::Handshake { .. } => g.dropped += 1,
+            Ctrl::Eor { send_id, .. } => {
+                if let Some(id) = self.txe_of(g, p, send_id) {
+                    g.eor(id);
+                }
+            }
+            // Never asked for: this endpoint reads every long-read request it accepts.
+            Ctrl::ReadNack { .. } | Ctrl::Handshake { .. } => g.dropped += 1,
         }
     }
 

@@ -19,7 +19,7 @@ use super::progress::POLL_BATCH;
 use super::quiet::Quiet;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
-use crate::prov::efa::device::{Completion, Device, EfaAddr};
+use crate::prov::efa::device::{Completion, DevError, Device, DeviceCaps, EfaAddr, Staging};
 use crate::prov::efa::{EfaDomain, Knobs};
 use crate::prov::shm::{Pending, ShmEndpoint};
 use crate::sys::mem::{IoVec, gather};
@@ -117,6 +117,8 @@ pub(super) struct Txe {
     pub lent: bool,
     /// An error to report once the device has let go of the buffer (`Inner::fail_tx`).
     pub failed: Option<(Errno, i32)>,
+    /// Sent as a long-read request: completes on the receiver's EOR.
+    pub longread: bool,
 }
 
 impl Txe {
@@ -166,6 +168,22 @@ pub(super) struct Rxe {
     pub released: bool,
     /// FI_DISCARD: received and dropped without a completion.
     pub discard: bool,
+    /// Long read (LONGREAD requests): the data is read from the sender's memory.
+    pub lr: Option<Box<LongRead>>,
+}
+
+/// The reads of a long-read request we receive (efa-reference §3, §5): device RDMA reads of
+/// the sender's `iov` into the receive buffer or write target (or a registered staging
+/// buffer when that memory is not registered), then EOR.
+pub(super) struct LongRead {
+    pub iov: Vec<RmaIov>,
+    /// Bytes to read: the message, cut to the receive buffer.
+    pub want: usize,
+    pub posted: usize,
+    pub in_flight: usize,
+    pub started: bool,
+    pub staging: Option<Box<dyn Staging>>,
+    pub failed: Option<DevError>,
 }
 
 pub(super) enum RxKind {
@@ -295,6 +313,17 @@ impl Drop for Locked<'_> {
 
 pub(super) struct Inner {
     pub dev: Box<dyn Device>,
+    /// What of the device's RDMA this endpoint uses (its caps, unless `FI_EFA_USE_DEVICE_RDMA`
+    /// or `FI_OPT_EFA_USE_DEVICE_RDMA` said no): advertised in our handshake, and used for
+    /// reads and writes to peers that advertise it too (`rma.rs`).
+    pub rdma: DeviceCaps,
+    /// Our MR keys are the device's rkeys and remote addresses are virtual (`FI_MR_PROV_KEY`
+    /// and `FI_MR_VIRT_ADDR`, or `FI_MR_BASIC`): only then may peers address our memory with
+    /// device RDMA, so only then does the handshake advertise it.
+    pub rdma_target: bool,
+    /// Reads, writes (`Owner::Tx`) and long reads (`Owner::Rx`) with device work requests
+    /// still to post (the send queue was full).
+    pub rdma_waiting: VecDeque<Owner>,
     /// The device kept acks back at the end of the last call (see `ack_timer`).
     acks_kept: Arc<AtomicBool>,
     pub mtu: usize,
@@ -381,6 +410,14 @@ impl RdmEndpoint {
         let knobs = domain.knobs.clone();
         let rm_enabled = domain.rm_enabled;
         let mtu = dev.mtu();
+        let rdma = if knobs.use_device_rdma {
+            dev.caps()
+        } else {
+            DeviceCaps::default()
+        };
+        let mr_mode = domain.mr_map.mr_mode();
+        let has = |bits: u32| mr_mode & (bits | FI_MR_BASIC) as i32 != 0;
+        let rdma_target = has(FI_MR_PROV_KEY) && has(FI_MR_VIRT_ADDR);
         let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
         // Upstream uses shm unless the application asked for remote communication only.
         let local_comm = caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) != FI_REMOTE_COMM;
@@ -415,6 +452,9 @@ impl RdmEndpoint {
             shm_permitted: AtomicBool::new(true),
             inner: Mutex::new(Inner {
                 dev,
+                rdma,
+                rdma_target,
+                rdma_waiting: VecDeque::new(),
                 acks_kept: Arc::new(AtomicBool::new(false)),
                 mtu,
                 knobs,
@@ -491,6 +531,15 @@ impl RdmEndpoint {
             g.dev.service();
             g.acks_kept.store(false, Ordering::Relaxed);
         }
+    }
+
+    /// Uses at most this of the device's RDMA (before `fi_enable`): tests model a device
+    /// whose efadv caps offer RDMA read without write (an earlier EFA generation) with it.
+    #[doc(hidden)]
+    pub fn limit_device_rdma(&self, read: bool, write: bool) {
+        let mut g = self.lock();
+        g.rdma.rdma_read &= read;
+        g.rdma.rdma_write &= write;
     }
 
     /// Packets dropped as malformed or spoofed, and remote accesses refused.

@@ -5,6 +5,7 @@ mod ack_timer;
 mod ctrl;
 mod ep;
 mod local;
+mod longread;
 mod peer;
 pub mod pkt;
 mod progress;
@@ -61,11 +62,12 @@ fn getopt(
         | FI_OPT_INJECT_RMA_SIZE
         | FI_OPT_INJECT_ATOMIC_SIZE => put_u64(inject_size(g.mtu) as u64, val, needed),
         FI_OPT_EFA_RNR_RETRY => put_u64(u64::from(g.rnr_retry), val, needed),
-        // Without device RDMA every one-sided operation is emulated with packets (§5).
-        FI_OPT_EFA_EMULATED_READ | FI_OPT_EFA_EMULATED_WRITE | FI_OPT_EFA_EMULATED_ATOMICS => {
-            put_bool(true, val, needed)
-        }
-        FI_OPT_EFA_USE_DEVICE_RDMA => put_bool(false, val, needed),
+        // fi_efa(7): emulated unless the device does it (and device RDMA is in use); atomics
+        // are always emulated (§5). Device RDMA is used with peers that do it too.
+        FI_OPT_EFA_EMULATED_READ => put_bool(!g.rdma.rdma_read, val, needed),
+        FI_OPT_EFA_EMULATED_WRITE => put_bool(!g.rdma.rdma_write, val, needed),
+        FI_OPT_EFA_EMULATED_ATOMICS => put_bool(true, val, needed),
+        FI_OPT_EFA_USE_DEVICE_RDMA => put_bool(g.rdma.rdma_read, val, needed),
         _ => Err(Errno::NOPROTOOPT),
     }
 }
@@ -130,14 +132,21 @@ fn setopt(ep: &RdmEndpoint, level: i32, name: i32, val: &[u8]) -> Result<()> {
         }
         FI_OPT_EFA_USE_DEVICE_RDMA => {
             // Only a device with RDMA read can be asked to use it (as upstream: the software
-            // device has none, an EFA device says so in its efadv caps). The RDM protocol
-            // itself still emulates one-sided operations on every device: driving device
-            // RDMA is a later step (docs/hardware.md), so getopt keeps answering "emulated".
-            if flag()? && !g.dev.caps().rdma_read {
-                Err(Errno::OPNOTSUPP)
-            } else {
-                Ok(())
+            // device has none, an EFA device says so in its efadv caps). Before fi_enable:
+            // the handshake advertises it.
+            let on = flag()?;
+            if on && !g.dev.caps().rdma_read {
+                return Err(Errno::OPNOTSUPP);
             }
+            if g.enabled {
+                return Err(Errno::OPBADSTATE);
+            }
+            g.rdma = if on {
+                g.dev.caps()
+            } else {
+                crate::prov::efa::device::DeviceCaps::default()
+            };
+            Ok(())
         }
         FI_OPT_EFA_SENDRECV_IN_ORDER_ALIGNED_128_BYTES
         | FI_OPT_EFA_WRITE_IN_ORDER_ALIGNED_128_BYTES => {

@@ -80,6 +80,16 @@ impl Peer {
     pub fn error_responses(&self) -> bool {
         self.extra_info & pkt::EXTRA_ERROR_RESPONSE != 0
     }
+
+    /// The peer lets us read its registered memory with device RDMA, and reads ours for the
+    /// long-read protocols (efa-reference §2).
+    pub fn rdma_read(&self) -> bool {
+        self.extra_info & pkt::EXTRA_RDMA_READ != 0
+    }
+
+    pub fn rdma_write(&self) -> bool {
+        self.extra_info & pkt::EXTRA_RDMA_WRITE != 0
+    }
 }
 
 impl Inner {
@@ -212,7 +222,14 @@ impl Inner {
         let mut b = self.buf();
         let connid = self.connid();
         let mtu = u32::try_from(self.mtu).unwrap_or(u32::MAX);
-        let n = pkt::write_handshake(&mut b[HEADROOM..], EXTRA_INFO, connid, 0, mtu);
+        let mut extra = EXTRA_INFO;
+        if self.rdma.rdma_read && self.rdma_target {
+            extra |= pkt::EXTRA_RDMA_READ;
+        }
+        if self.rdma.rdma_write && self.rdma_target {
+            extra |= pkt::EXTRA_RDMA_WRITE;
+        }
+        let n = pkt::write_handshake(&mut b[HEADROOM..], extra, connid, 0, mtu);
         self.send_pkt(peer, b, n, Owner::Ctrl, 0);
     }
 }
@@ -239,6 +256,18 @@ impl RdmEndpoint {
         }
         let rx_cq = g.rx_cq.clone();
         for id in g.rxes.ids_where(|r| r.peer == p) {
+            // A long read still in the device keeps its memory until the device lets go: its
+            // reads fail too, and their completions end it (`longread.rs`).
+            if let Some(lr) = g
+                .rxes
+                .get_mut(id)
+                .and_then(|r| r.lr.as_mut())
+                .filter(|lr| lr.in_flight > 0)
+            {
+                lr.failed
+                    .get_or_insert(crate::prov::efa::device::DevError::Unreachable);
+                continue;
+            }
             if let Some(r) = g.rxes.remove(id)
                 && let RxKind::Recv(recv) = r.kind
                 && let Some(cq) = &rx_cq

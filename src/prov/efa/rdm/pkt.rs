@@ -32,6 +32,11 @@ pub const LONGCTS_RTR: u8 = 73;
 pub const WRITE_RTA: u8 = 74;
 pub const FETCH_RTA: u8 = 75;
 pub const COMPARE_RTA: u8 = 76;
+/// Long-read requests (need the receiver's device RDMA read, extra-info bit 0): the data stays
+/// in the sender's registered memory, described by `read_iov` entries after the headers.
+pub const LONGREAD_MSGRTM: u8 = 128;
+pub const LONGREAD_TAGRTM: u8 = 129;
+pub const LONGREAD_RTW: u8 = 130;
 pub const DC_EAGER_MSGRTM: u8 = 133;
 pub const DC_EAGER_TAGRTM: u8 = 134;
 pub const DC_MEDIUM_MSGRTM: u8 = 135;
@@ -65,6 +70,7 @@ pub const EXTRA_CONNID_HEADER: u64 = 1 << 3;
 pub const EXTRA_RUNT: u64 = 1 << 4;
 pub const EXTRA_RDMA_WRITE: u64 = 1 << 5;
 pub const EXTRA_READ_NACK: u64 = 1 << 6;
+pub const EXTRA_UNSOLICITED_WRITE_RECV: u64 = 1 << 8;
 /// This library: understands [`ERR`] packets.
 pub const EXTRA_ERROR_RESPONSE: u64 = 1 << 9;
 
@@ -168,6 +174,8 @@ pub struct ReqHdr {
     pub rma_iov_count: u32,
     pub datatype: u32,
     pub atomic_op: u32,
+    /// Long-read: `read_iov` entries in the application data.
+    pub read_iov_count: u32,
 }
 
 /// Size of the mandatory header of REQ type `ty`.
@@ -188,6 +196,8 @@ pub fn req_hdr_len(ty: u8) -> Option<usize> {
         LONGCTS_RTW | DC_LONGCTS_RTW => 24,
         SHORT_RTR | LONGCTS_RTR => 24,
         WRITE_RTA | FETCH_RTA | COMPARE_RTA | DC_WRITE_RTA => 24,
+        LONGREAD_MSGRTM | LONGREAD_RTW => 24,
+        LONGREAD_TAGRTM => 32,
         _ => return None,
     })
 }
@@ -202,6 +212,7 @@ pub fn is_tagged(ty: u8) -> bool {
         EAGER_TAGRTM
             | MEDIUM_TAGRTM
             | LONGCTS_TAGRTM
+            | LONGREAD_TAGRTM
             | DC_EAGER_TAGRTM
             | DC_MEDIUM_TAGRTM
             | DC_LONGCTS_TAGRTM
@@ -218,6 +229,8 @@ pub fn is_ordered(ty: u8) -> bool {
             | MEDIUM_TAGRTM
             | LONGCTS_MSGRTM
             | LONGCTS_TAGRTM
+            | LONGREAD_MSGRTM
+            | LONGREAD_TAGRTM
             | DC_EAGER_MSGRTM
             | DC_EAGER_TAGRTM
             | DC_MEDIUM_MSGRTM
@@ -288,6 +301,18 @@ pub fn write_req(
                 .u64(h.msg_length)
                 .u32(h.send_id)
                 .u32(h.credit_request);
+        }
+        LONGREAD_MSGRTM | LONGREAD_TAGRTM => {
+            w.u32(h.msg_id)
+                .u64(h.msg_length)
+                .u32(h.send_id)
+                .u32(h.read_iov_count);
+        }
+        LONGREAD_RTW => {
+            w.u32(h.rma_iov_count)
+                .u64(h.msg_length)
+                .u32(h.send_id)
+                .u32(h.read_iov_count);
         }
         SHORT_RTR | LONGCTS_RTR => {
             w.u32(h.rma_iov_count)
@@ -478,6 +503,18 @@ pub fn parse(b: &[u8]) -> Result<Pkt, ParseError> {
                 h.msg_length = rd64(b, 8);
                 h.recv_id = rd32(b, 16);
                 h.recv_length = u64::from(rd32(b, 20));
+            }
+            LONGREAD_MSGRTM | LONGREAD_TAGRTM => {
+                h.msg_id = rd32(b, 4);
+                h.msg_length = rd64(b, 8);
+                h.send_id = rd32(b, 16);
+                h.read_iov_count = rd32(b, 20);
+            }
+            LONGREAD_RTW => {
+                h.rma_iov_count = rd32(b, 4);
+                h.msg_length = rd64(b, 8);
+                h.send_id = rd32(b, 16);
+                h.read_iov_count = rd32(b, 20);
             }
             _ => {
                 // RTA
@@ -758,6 +795,46 @@ pub fn write_receipt(buf: &mut [u8], tx_id: u32, msg_id: u32, connid: u32) -> us
     w.pos()
 }
 
+/// The `read_iov` entries a long-read request carries as its data: `count` of them, at most
+/// [`MAX_RMA_IOV`], all there; None otherwise.
+pub fn read_iovs(data: &[u8], count: u32) -> Option<Vec<RmaIov>> {
+    let count = count as usize;
+    if count > MAX_RMA_IOV || data.len() < count * RMA_IOV_LEN {
+        return None;
+    }
+    Some(
+        (0..count)
+            .map(|i| {
+                let o = i * RMA_IOV_LEN;
+                RmaIov {
+                    addr: rd64(data, o),
+                    len: rd64(data, o + 8),
+                    key: rd64(data, o + 16),
+                }
+            })
+            .collect(),
+    )
+}
+
+/// `read_iov` entries as a long-read request's data.
+pub fn write_read_iovs(buf: &mut [u8], iov: &[RmaIov]) -> usize {
+    let mut w = Writer::new(buf);
+    for r in iov {
+        w.u64(r.addr).u64(r.len).u64(r.key);
+    }
+    w.pos()
+}
+
+/// EOR {send_id, recv_id, connid}: the receiver of a long-read request has read everything.
+pub fn write_eor(buf: &mut [u8], send_id: u32, recv_id: u32, connid: u32) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(EOR, CONNID_HDR)
+        .u32(send_id)
+        .u32(recv_id)
+        .u32(connid);
+    w.pos()
+}
+
 /// ERR {tx_id, status, connid}.
 pub fn write_err(buf: &mut [u8], tx_id: u32, status: u32, connid: u32) -> usize {
     let mut w = Writer::new(buf);
@@ -819,6 +896,9 @@ mod tests {
             (LONGCTS_RTW, 24),
             (SHORT_RTR, 24),
             (WRITE_RTA, 24),
+            (LONGREAD_MSGRTM, 24),
+            (LONGREAD_TAGRTM, 32),
+            (LONGREAD_RTW, 24),
         ] {
             let mut b = [0u8; 256];
             assert_eq!(
@@ -887,6 +967,83 @@ mod tests {
             };
             assert_eq!((r.hdr, r.rma.as_slice()), (hr, &rma[..]));
         }
+    }
+
+    /// Long-read requests: their headers, the read_iov data after the optional headers, and
+    /// EOR (efa-reference §1 layouts).
+    #[test]
+    fn long_read_requests_and_eor_round_trip() {
+        let iov = [
+            RmaIov {
+                addr: 0x1000,
+                len: 1 << 20,
+                key: 0x5a01,
+            },
+            RmaIov {
+                addr: 0x9000,
+                len: 77,
+                key: 0x5a02,
+            },
+        ];
+        let mut b = [0u8; 256];
+        let h = ReqHdr {
+            msg_id: 9,
+            tag: 0xbeef,
+            msg_length: (1 << 20) + 77,
+            send_id: 0x8000_0003,
+            read_iov_count: 2,
+            ..Default::default()
+        };
+        let n = write_req(
+            &mut b,
+            LONGREAD_TAGRTM,
+            REQ_TAGGED,
+            &h,
+            &[],
+            None,
+            Some(8),
+            Some(5),
+        );
+        let m = write_read_iovs(&mut b[n..], &iov);
+        let Pkt::Req(r) = parse(&b[..n + m]).unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.hdr, r.cq_data, r.connid), (h, Some(8), Some(5)));
+        assert_eq!(read_iovs(&b[r.data_off..n + m], 2).unwrap(), iov);
+        assert!(read_iovs(&b[r.data_off..n + m - 1], 2).is_none());
+        assert!(read_iovs(&b[..200], 5).is_none());
+        assert!(is_ordered(LONGREAD_MSGRTM) && is_tagged(LONGREAD_TAGRTM));
+        assert!(!is_ordered(LONGREAD_RTW));
+        let hw = ReqHdr {
+            rma_iov_count: 1,
+            msg_length: 64,
+            send_id: 3,
+            read_iov_count: 1,
+            ..Default::default()
+        };
+        let n = write_req(
+            &mut b,
+            LONGREAD_RTW,
+            REQ_RMA,
+            &hw,
+            &iov[..1],
+            None,
+            None,
+            Some(1),
+        );
+        let Pkt::Req(r) = parse(&b[..n]).unwrap() else {
+            panic!()
+        };
+        assert_eq!((r.hdr, r.rma.as_slice()), (hw, &iov[..1]));
+        let n = write_eor(&mut b, 7, 8, 9);
+        assert_eq!(n, 16);
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::Eor {
+                send_id: 7,
+                recv_id: 8
+            })
+        );
     }
 
     #[test]

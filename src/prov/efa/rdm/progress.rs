@@ -331,12 +331,30 @@ impl RdmEndpoint {
                     Completion::Send { wr_id, status, buf } => {
                         self.send_done(g, wr_id, status, buf)
                     }
+                    Completion::Rdma { wr_id, status } => self.rdma_done(g, wr_id, status),
+                    Completion::WriteData {
+                        buf,
+                        len,
+                        data,
+                        src,
+                        ..
+                    } => {
+                        g.posted_rx -= 1;
+                        g.write_data_arrived(src, len, data);
+                        match g.dev.post_recv(buf, 0) {
+                            Ok(()) => g.posted_rx += 1,
+                            Err((_, b)) => g.recycle(b),
+                        }
+                    }
                 }
             }
             if !run.is_empty() {
                 g.dev.return_run(run);
             }
             g.comps = comps;
+            if !g.rdma_waiting.is_empty() {
+                self.post_waiting_rdma(g);
+            }
             if !g.queued.is_empty() {
                 g.flush_queued();
             }

@@ -1,18 +1,161 @@
-//! One-sided operations the RDM endpoint initiates, emulated with packets (efa-reference §5)
-//! after a handshake with the peer (§2): EAGER_RTW or LONGCTS_RTW for writes, SHORT_RTR or
-//! LONGCTS_RTR for reads, WRITE/FETCH/COMPARE_RTA for atomics. The target's side is in
-//! `target.rs`; responses arrive in `ctrl.rs`.
+//! One-sided operations the RDM endpoint initiates (efa-reference §5), after a handshake with
+//! the peer (§2). Where our device and the peer both do device RDMA (its handshake's RDMA
+//! read / write bits) and the local buffers are registered with the device, reads and writes
+//! are device work requests straight into the target's registered memory (a write with remote
+//! CQ data is a write with immediate, which completes at the target); everything else is
+//! emulated with packets: EAGER_RTW or LONGCTS_RTW for writes, SHORT_RTR or LONGCTS_RTR for
+//! reads, WRITE/FETCH/COMPARE_RTA for atomics. The target's side is in `target.rs`; responses
+//! arrive in `ctrl.rs`.
 
 use super::ep::*;
 use super::pkt::{self, ReqHdr, RmaIov};
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
-use crate::sys::mem::{gather, iov_len};
+use crate::prov::efa::device::{DevError, EfaAddr, RdmaOp, RdmaReq};
+use crate::sys::mem::{IoVec, gather, iov_len};
 use crate::util::Endpoint;
+use crate::util::cq::CqEntry;
 use crate::util::ep::{AtomicKind, AtomicOp, RmaOp};
 use crate::util::rxq::MAX_IOV;
 
 impl Inner {
+    /// Starts a read or write as device RDMA if it can be one: our device and the peer both
+    /// do it, one target entry whose key is a device key, and local memory registered with
+    /// the device (device RDMA moves the application's memory itself; injected data is
+    /// ours, so it is emulated). Remote CQ data rides a write with immediate: one work
+    /// request, so one source piece, data of 32 bits (`cq_data_size` 4), and a peer that
+    /// takes it into a posted receive (not "unsolicited", extra-info bit 8). Returns false
+    /// (nothing done) when the operation is to be emulated.
+    pub fn start_device_rdma(&mut self, id: u64) -> bool {
+        let max = self.dev.max_rdma_size();
+        let Some(t) = self.txes.get(id) else {
+            return false;
+        };
+        let peer = &self.peers[t.peer];
+        let read = t.kind == TxKind::Read;
+        let both = if read {
+            self.rdma.rdma_read && peer.rdma_read()
+        } else {
+            self.rdma.rdma_write && peer.rdma_write()
+        };
+        if !both || max == 0 || t.inject || t.len == 0 || t.rma.len() != 1 {
+            return false;
+        }
+        if u32::try_from(t.rma[0].key).is_err() {
+            return false;
+        }
+        if let Some(d) = t.cq_data
+            && (u32::try_from(d).is_err()
+                || t.iov.iter().filter(|v| !v.is_empty()).count() != 1
+                || t.len > max
+                || peer.extra_info & pkt::EXTRA_UNSOLICITED_WRITE_RECV != 0)
+        {
+            return false;
+        }
+        if !t
+            .iov
+            .iter()
+            .all(|v| v.is_empty() || self.dev.local_key(*v).is_some())
+        {
+            return false;
+        }
+        let Some(t) = self.txes.get_mut(id) else {
+            return false;
+        };
+        t.state = TxState::Sending;
+        t.await_response = false;
+        t.lent = true;
+        t.queued = 0;
+        self.post_rdma_wrs(id);
+        true
+    }
+
+    /// Posts the device work requests of a device read or write from where it stopped: one
+    /// per piece of a local iov entry, at most `max_rdma_size` each. A full send queue leaves
+    /// the rest for the next progress pass (`rdma_waiting`).
+    pub fn post_rdma_wrs(&mut self, id: u64) {
+        let max = self.dev.max_rdma_size().max(1);
+        loop {
+            let Some(t) = self.txes.get(id) else { return };
+            if t.queued >= t.len || t.failed.is_some() {
+                return;
+            }
+            let off = t.queued;
+            let Some(local) = piece_at(&t.iov, off, max) else {
+                return self.fail_tx(id, Errno::INVAL, 0);
+            };
+            let n = local.len();
+            let Some(lkey) = self.dev.local_key(local) else {
+                // Deregistered since the operation started.
+                return self.fail_tx(id, Errno::INVAL, 5);
+            };
+            let op = match (t.kind, t.cq_data) {
+                (TxKind::Read, _) => RdmaOp::Read,
+                (_, Some(d)) => RdmaOp::WriteData(d as u32),
+                _ => RdmaOp::Write,
+            };
+            let (p, raddr, rkey) = (t.peer, t.rma[0].addr.wrapping_add(off as u64), t.rma[0].key);
+            let wr = self.sent.insert(Sent {
+                owner: Owner::Tx(id),
+                peer: p,
+                payload: n,
+                len: 0,
+                tail: local,
+            });
+            let r = self.dev.post_rdma(RdmaReq {
+                op,
+                dest: self.peers[p].addr,
+                local,
+                lkey,
+                raddr,
+                rkey: rkey as u32,
+                wr_id: wr,
+            });
+            match r {
+                Ok(()) => {
+                    if let Some(t) = self.txes.get_mut(id) {
+                        t.queued += n;
+                        t.in_flight += 1;
+                    }
+                    self.peers[p].contacted = true;
+                }
+                Err(e) => {
+                    self.sent.remove(wr);
+                    if e == Errno::AGAIN {
+                        if !self.rdma_waiting.contains(&Owner::Tx(id)) {
+                            self.rdma_waiting.push_back(Owner::Tx(id));
+                        }
+                    } else {
+                        self.fail_tx(id, e, 0);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// A peer's device RDMA write with data (write with immediate) landed in our memory: it
+    /// completes here as an emulated one does at its end (`finish`, §5).
+    pub fn write_data_arrived(&mut self, src: EfaAddr, len: usize, data: u32) {
+        // EFA does not say the sender's QKEY: the peer at that GID and QPN.
+        let p = self.by_addr.get(&src).copied().or_else(|| {
+            self.peers
+                .iter()
+                .position(|p| p.addr.gid == src.gid && p.addr.qpn == src.qpn && !p.dead)
+        });
+        let src_addr = p.map_or(FI_ADDR_NOTAVAIL, |p| self.source_id(self.peers[p].fi_addr));
+        if let Some(cq) = &self.rx_cq {
+            cq.push(CqEntry {
+                op_context: 0,
+                flags: FI_REMOTE_WRITE | FI_RMA | FI_REMOTE_CQ_DATA,
+                len,
+                data: u64::from(data),
+                src_addr,
+                ..Default::default()
+            });
+        }
+    }
+
     /// Sends an RMA write (after the handshake).
     pub fn start_write(&mut self, id: u64) {
         let Some(t) = self.txes.get(id) else { return };
@@ -151,7 +294,68 @@ impl Inner {
     }
 }
 
+/// The piece of `iov` at byte `off`: the rest of the entry holding it, at most `max` bytes.
+pub(super) fn piece_at(iov: &[IoVec], off: usize, max: usize) -> Option<IoVec> {
+    let mut o = off;
+    for v in iov {
+        if o < v.len() {
+            return v.sub(o, (v.len() - o).min(max));
+        }
+        o -= v.len();
+    }
+    None
+}
+
 impl RdmEndpoint {
+    /// Device work requests that waited for room in the send queue.
+    pub(super) fn post_waiting_rdma(&self, g: &mut Inner) {
+        for _ in 0..g.rdma_waiting.len() {
+            match g.rdma_waiting.pop_front() {
+                Some(Owner::Tx(id)) => g.post_rdma_wrs(id),
+                Some(Owner::Rx(id)) => self.post_long_reads(g, id),
+                _ => return,
+            }
+        }
+    }
+
+    /// A device read or write work request finished.
+    pub(super) fn rdma_done(
+        &self,
+        g: &mut Inner,
+        wr_id: u64,
+        status: core::result::Result<(), DevError>,
+    ) {
+        let Some(sent) = g.sent.remove(wr_id) else {
+            return;
+        };
+        let id = match sent.owner {
+            Owner::Tx(id) => id,
+            Owner::Rx(id) => return self.long_read_done(g, id, sent.payload, status),
+            Owner::Ctrl => return,
+        };
+        if let Some(t) = g.txes.get_mut(id) {
+            t.in_flight = t.in_flight.saturating_sub(1);
+        }
+        match status {
+            Ok(()) => {
+                if let Some(t) = g.txes.get_mut(id) {
+                    t.done += sent.payload;
+                    if t.kind == TxKind::Read {
+                        t.got += sent.payload;
+                        t.response = t.got >= t.len && t.in_flight == 0;
+                    }
+                }
+                g.maybe_complete_tx(id);
+            }
+            Err(e) => {
+                if e == DevError::Unreachable {
+                    self.peer_died(g, sent.peer);
+                }
+                g.fail_tx(id, e.errno(), e.prov_errno());
+            }
+        }
+    }
+
     pub(super) fn post_rma(&self, op: &RmaOp<'_>, read: bool) -> Result<()> {
         if self.caps & FI_RMA == 0 {
             return Err(Errno::NOSYS);

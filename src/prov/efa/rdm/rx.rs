@@ -211,6 +211,10 @@ impl RdmEndpoint {
         if matches!(r.kind, RxKind::Unexpected | RxKind::Read { .. }) {
             return;
         }
+        if r.lr.is_some() {
+            // A long read: matched now, its reads start (EOR and completion when they end).
+            return self.start_long_read(g, id);
+        }
         if r.got >= r.total {
             self.finish(g, id);
         } else if r.longcts && r.granted == 0 {
@@ -463,7 +467,10 @@ impl RdmEndpoint {
         let data = &b[req.data_off.min(b.len())..];
         match req.ty {
             pkt::EAGER_MSGRTM..=pkt::LONGCTS_TAGRTM
+            | pkt::LONGREAD_MSGRTM
+            | pkt::LONGREAD_TAGRTM
             | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_TAGRTM => self.recv_msg(g, p, req, data),
+            pkt::LONGREAD_RTW => self.recv_long_write(g, p, req, data),
             pkt::EAGER_RTW | pkt::DC_EAGER_RTW | pkt::LONGCTS_RTW | pkt::DC_LONGCTS_RTW => {
                 self.recv_write(g, p, req, data)
             }
@@ -490,8 +497,21 @@ impl RdmEndpoint {
             pkt::LONGCTS_MSGRTM | pkt::LONGCTS_TAGRTM => (false, true),
             _ => (false, false),
         };
+        let longread = matches!(base, pkt::LONGREAD_MSGRTM | pkt::LONGREAD_TAGRTM);
         let h = &req.hdr;
-        let Ok(total) = usize::try_from(if medium || longcts {
+        // A long read's data is where to read it: the sender's registered memory.
+        let lr = if longread {
+            let iov = pkt::read_iovs(data, h.read_iov_count)
+                .filter(|iov| iov.iter().map(|r| r.len).sum::<u64>() == h.msg_length);
+            let Some(iov) = iov else {
+                g.dropped += 1;
+                return;
+            };
+            Some(LongRead::new(iov))
+        } else {
+            None
+        };
+        let Ok(total) = usize::try_from(if medium || longcts || longread {
             h.msg_length
         } else {
             data.len() as u64
@@ -517,6 +537,7 @@ impl RdmEndpoint {
         let recv = q.match_incoming(src, h.tag, tagged, total);
         let staging = match (&recv, longcts) {
             (Some(_), _) => Vec::new(),
+            _ if longread => Vec::new(),
             (None, true) => vec![0u8; data.len()],
             (None, false) => vec![0u8; total],
         };
@@ -539,6 +560,7 @@ impl RdmEndpoint {
             target: Vec::new(),
             released: false,
             discard: false,
+            lr,
         });
         if medium {
             g.peers[p].rx_map.insert(h.msg_id, id);
@@ -569,6 +591,10 @@ impl RdmEndpoint {
                 drop(q);
             }
         }
-        self.rx_data(g, id, off, data);
+        if longread {
+            self.advance(g, id);
+        } else {
+            self.rx_data(g, id, off, data);
+        }
     }
 }

@@ -15,7 +15,12 @@ use crate::util::ep::AtomicKind;
 
 impl RdmEndpoint {
     /// Checks every target entry of a remote access against the MR map (§5).
-    fn verify(&self, rma: &[pkt::RmaIov], elem: usize, access: u64) -> Result<(Vec<IoVec>, usize)> {
+    pub(super) fn verify(
+        &self,
+        rma: &[pkt::RmaIov],
+        elem: usize,
+        access: u64,
+    ) -> Result<(Vec<IoVec>, usize)> {
         let mut out = Vec::with_capacity(rma.len());
         let mut total = 0usize;
         for r in rma {
@@ -30,8 +35,13 @@ impl RdmEndpoint {
     }
 
     /// A remote access was refused: tell the initiator (when it understands ERR) and count it.
-    fn refuse(&self, g: &mut Inner, p: usize, tx_id: u32, err: Errno) {
+    pub(super) fn refuse(&self, g: &mut Inner, p: usize, tx_id: u32, err: Errno) {
         g.refused += 1;
+        self.refuse_quietly(g, p, tx_id, err);
+    }
+
+    /// `refuse` without counting (the caller counted).
+    pub(super) fn refuse_quietly(&self, g: &mut Inner, p: usize, tx_id: u32, err: Errno) {
         if g.peers[p].error_responses() {
             let connid = g.connid();
             let mut b = g.buf();
@@ -79,6 +89,7 @@ impl RdmEndpoint {
             target: Vec::new(),
             released: false,
             discard: false,
+            lr: None,
         });
         if total == 0 {
             self.finish(g, id);
@@ -119,6 +130,7 @@ impl RdmEndpoint {
             target: Vec::new(),
             released: false,
             discard: false,
+            lr: None,
         });
         self.send_read_data(g, id);
     }

@@ -6,8 +6,9 @@
 //! Protocol choice for a message of `len` bytes: eager when it fits one packet, medium up to
 //! `FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE` (all segments at once), long-CTS beyond (the first
 //! chunk with the request, the rest under the receiver's CTS windows); delivery-complete
-//! variants when asked. The device has no RDMA read, so the long-read and runt-read protocols
-//! are never chosen and their feature bit is not advertised.
+//! variants when asked. Before all of these, long read (`longread.rs`) where both devices do
+//! RDMA read and the message is long enough; runt read is not implemented (upstream sends it
+//! only from device memory or with `FI_EFA_RUNT_SIZE` set).
 
 use std::sync::Arc;
 
@@ -127,7 +128,14 @@ impl Inner {
     ) {
         let Some(t) = self.txes.get(id) else { return };
         let peer = t.peer;
-        let cq_data = t.cq_data.filter(|_| matches!(ty, pkt::EAGER_MSGRTM..=pkt::LONGCTS_RTW | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_RTW));
+        let cq_data = t.cq_data.filter(|_| {
+            matches!(
+                ty,
+                pkt::EAGER_MSGRTM..=pkt::LONGCTS_RTW
+                    | pkt::LONGREAD_MSGRTM..=pkt::LONGREAD_RTW
+                    | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_RTW
+            )
+        });
         let hs = self.peers[peer].hs_received;
         let me = self.dev.addr();
         let connid = self.connid();
@@ -197,6 +205,9 @@ impl Inner {
         }
         let (msg_id, tag) = (t.msg_id, t.tag);
         let send_id = tx_wire(id);
+        if self.start_longread_msg(id) {
+            return;
+        }
         let eager_ty = tag_ty(if dc {
             pkt::DC_EAGER_MSGRTM
         } else {
@@ -352,6 +363,8 @@ impl Inner {
         }
         match kind {
             TxKind::Msg | TxKind::Tagged => self.start_msg(id),
+            TxKind::Read | TxKind::Write if self.start_device_rdma(id) => {}
+            TxKind::Write if self.start_longread_write(id) => {}
             TxKind::Write => {
                 let dc = self.peers[peer].error_responses();
                 if let Some(t) = self.txes.get_mut(id) {
@@ -452,6 +465,7 @@ impl RdmEndpoint {
             owned: Vec::new(),
             lent: false,
             failed: None,
+            longread: false,
         }
     }
 

@@ -137,6 +137,11 @@ pub struct Stats {
     /// Datagrams larger than the device's MTU, dropped before the transport saw them (kept
     /// by the device: `device::TooBig`).
     pub dropped_too_big: u64,
+    /// Device RDMA work requests completed successfully (the hardware device only): reads
+    /// and writes this endpoint posted, and writes with data that landed here.
+    pub rdma_reads: u64,
+    pub rdma_writes: u64,
+    pub rdma_writes_received: u64,
 }
 
 /// A peer queue pair: where it is and which incarnation (QKEY) it is.

@@ -7,8 +7,15 @@
 //! What it models, from efa-reference §6, §10 and the verbs man pages:
 //! - one device, `efa0`, one port (active, 8 KiB messages, 100 Gb/s), a GID, efadv caps
 //!   (RDMA read and write, RNR retry, CQ with SGID);
-//! - PDs; MRs with lkey/rkey, checked (key, PD, bounds) on every gather and scatter, as the
-//!   NIC's DMA would;
+//! - PDs; MRs with lkey/rkey and access flags, checked (key, PD, bounds) on every gather and
+//!   scatter, as the NIC's DMA would; `efadv_query_mr` answers one interconnect;
+//! - RDMA read, write and write with immediate between QPs of this process, against
+//!   registered memory only: the target range must lie inside a registration of the target
+//!   QP's PD with that rkey and remote read (or write) access, else the initiator's
+//!   completion fails with "remote bad address" (EFA status 7); a local buffer outside a
+//!   registration with that lkey fails with "invalid lkey" (5); a write with immediate takes
+//!   a posted receive at the target (RNR as a send when none is) and completes there with
+//!   its immediate data. Every successful RDMA work request is counted ([`rdma_ops`]);
 //! - SRD QPs between QPs of this process: reliable, unordered (a send waiting for a
 //!   receive buffer is overtaken by later ones), the receiver's QKEY checked, a send to a QP
 //!   with no receive posted retried and failed with RNR (EFA status 10) once `rnr_retry`
@@ -28,6 +35,7 @@
 use core::ffi::{c_char, c_int, c_void};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::ffi::*;
@@ -45,6 +53,25 @@ const MAX_RQ_WR: u32 = 4096;
 const INLINE: u16 = 32;
 /// Time between RNR retries of one send.
 const RNR_INTERVAL: Duration = Duration::from_micros(500);
+/// Largest RDMA transfer (efadv `max_rdma_size`).
+pub const MAX_RDMA: u32 = 1 << 30;
+
+static RDMA_READS: AtomicU64 = AtomicU64::new(0);
+static RDMA_WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// RDMA reads and writes (with or without immediate) the emulated NIC performed, since the
+/// process started, all QPs together.
+pub fn rdma_ops() -> (u64, u64) {
+    (
+        RDMA_READS.load(Ordering::Relaxed),
+        RDMA_WRITES.load(Ordering::Relaxed),
+    )
+}
+
+/// The access flags an MR of the emulated NIC was registered with (0 for no such MR).
+pub fn access_of(m: *mut Mr) -> c_int {
+    with(|n| n.mrs.get(&id(m)).map_or(0, |m| m.access))
+}
 
 /// The verbs table over the emulated NIC.
 pub fn verbs() -> &'static Verbs {
@@ -80,6 +107,7 @@ struct MrS {
     len: usize,
     lkey: u32,
     rkey: u32,
+    access: c_int,
 }
 
 #[derive(Default)]
@@ -110,9 +138,25 @@ struct QpS {
     building: Vec<Wr>,
 }
 
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+enum WrKind {
+    #[default]
+    Send,
+    Read {
+        rkey: u32,
+        raddr: u64,
+    },
+    Write {
+        rkey: u32,
+        raddr: u64,
+        imm: Option<u32>,
+    },
+}
+
 #[derive(Clone, Default)]
 struct Wr {
     wr_id: u64,
+    kind: WrKind,
     ah: usize,
     qpn: u32,
     qkey: u32,
@@ -128,6 +172,8 @@ struct AhS {
 struct Pending {
     from: usize,
     wr_id: u64,
+    /// An RDMA write with immediate (rkey, remote address, data), else a send.
+    write: Option<(u32, u64, u32)>,
     to_qpn: u32,
     qkey: u32,
     data: Vec<u8>,
@@ -187,6 +233,91 @@ impl Nic {
             .filter(|m| a >= m.addr && a.checked_add(l).is_some_and(|e| e <= m.addr + m.len))
     }
 
+    /// The target QP `to_qpn` if it exists, takes `qkey` and is ready to receive.
+    fn target(&self, to_qpn: u32, qkey: u32) -> Option<usize> {
+        let t = self.by_qpn.get(&to_qpn).copied()?;
+        self.qps
+            .get(&t)
+            .is_some_and(|q| q.qkey == qkey && q.state >= IBV_QPS_RTR && q.state <= IBV_QPS_RTS)
+            .then_some(t)
+    }
+
+    /// The start of `[raddr, raddr + len)` if a registration of `pd` with `rkey` covers it and
+    /// allows `need` (remote read or write), as the target NIC checks an RDMA request.
+    fn remote(&self, pd: usize, rkey: u32, raddr: u64, len: usize, need: c_int) -> Option<usize> {
+        let a = usize::try_from(raddr).ok()?;
+        self.mrs
+            .values()
+            .find(|m| m.rkey == rkey && m.pd == pd && m.access & need == need)
+            .filter(|m| a >= m.addr && a.checked_add(len).is_some_and(|e| e <= m.addr + m.len))
+            .map(|_| a)
+    }
+
+    /// Checks the local SGEs of an RDMA work request (registered in `pd` under their lkeys,
+    /// with local write when the device writes into them).
+    fn local_ok(&self, pd: usize, sges: &[IbvSge], write: bool) -> bool {
+        sges.iter().all(|s| {
+            self.mr_for(pd, s)
+                .is_some_and(|m| !write || m.access & IBV_ACCESS_LOCAL_WRITE != 0)
+        })
+    }
+
+    /// Performs an RDMA read or write (without immediate) of QP `qi` at once.
+    fn rdma(&mut self, qi: usize, pd: usize, w: &Wr) {
+        let len: usize = w.sges.iter().map(|s| s.length as usize).sum();
+        let (read, rkey, raddr) = match w.kind {
+            WrKind::Read { rkey, raddr } => (true, rkey, raddr),
+            WrKind::Write { rkey, raddr, .. } => (false, rkey, raddr),
+            WrKind::Send => return,
+        };
+        let opcode = if read {
+            IBV_WC_RDMA_READ
+        } else {
+            IBV_WC_RDMA_WRITE
+        };
+        if len > MAX_RDMA as usize {
+            return self.send_done_op(qi, w.wr_id, efa_status::LOCAL_ERROR_BAD_LENGTH, opcode);
+        }
+        if !self.local_ok(pd, &w.sges, read) {
+            return self.send_done_op(qi, w.wr_id, efa_status::LOCAL_ERROR_INVALID_LKEY, opcode);
+        }
+        let Some(tq) = self.target(w.qpn, w.qkey) else {
+            return self.send_done_op(qi, w.wr_id, efa_status::LOCAL_ERROR_UNRESP_REMOTE, opcode);
+        };
+        let tpd = self.qps[&tq].pd;
+        let need = if read {
+            IBV_ACCESS_REMOTE_READ
+        } else {
+            IBV_ACCESS_REMOTE_WRITE
+        };
+        let Some(remote) = self.remote(tpd, rkey, raddr, len, need) else {
+            return self.send_done_op(qi, w.wr_id, efa_status::REMOTE_ERROR_BAD_ADDRESS, opcode);
+        };
+        let mut off = 0;
+        for s in &w.sges {
+            let (l, r) = (s.addr as usize, remote + off);
+            // SAFETY: both ranges lie inside live registrations (checked just above: the local
+            // SGE under its lkey in our PD, the remote range under the rkey in the target's
+            // PD, with the access the direction needs); ibv_reg_mr(3)'s contract keeps them
+            // valid until deregistered. They may overlap (one buffer read into itself):
+            // `copy` is a memmove.
+            unsafe {
+                if read {
+                    core::ptr::copy(r as *const u8, l as *mut u8, s.length as usize);
+                } else {
+                    core::ptr::copy(l as *const u8, r as *mut u8, s.length as usize);
+                }
+            }
+            off += s.length as usize;
+        }
+        if read {
+            RDMA_READS.fetch_add(1, Ordering::Relaxed);
+        } else {
+            RDMA_WRITES.fetch_add(1, Ordering::Relaxed);
+        }
+        self.send_done_op(qi, w.wr_id, 0, opcode);
+    }
+
     fn complete(&mut self, cq: usize, e: Entry) {
         if let Some(c) = self.cqs.get_mut(&cq) {
             c.entries.push_back(e);
@@ -194,13 +325,20 @@ impl Nic {
     }
 
     fn send_done(&mut self, qp: usize, wr_id: u64, vendor_err: u32) {
+        self.send_done_op(qp, wr_id, vendor_err, IBV_WC_SEND);
+    }
+
+    fn send_done_op(&mut self, qp: usize, wr_id: u64, vendor_err: u32, opcode: u32) {
         let Some(q) = self.qps.get_mut(&qp) else {
             return;
         };
         q.outstanding = q.outstanding.saturating_sub(1);
+        // The verbs status rdma-core gives each EFA status.
         let status = match vendor_err {
             0 => IBV_WC_SUCCESS,
             efa_status::REMOTE_ERROR_RNR => IBV_WC_RNR_RETRY_EXC_ERR,
+            efa_status::REMOTE_ERROR_BAD_ADDRESS => IBV_WC_REM_ACCESS_ERR,
+            efa_status::LOCAL_ERROR_INVALID_LKEY => IBV_WC_LOC_PROT_ERR,
             _ => IBV_WC_GENERAL_ERR,
         };
         let cq = q.send_cq;
@@ -211,7 +349,7 @@ impl Nic {
                     wr_id,
                     status,
                     vendor_err,
-                    opcode: IBV_WC_SEND,
+                    opcode,
                     ..Wc::default()
                 },
                 sgid: None,
@@ -222,17 +360,15 @@ impl Nic {
     /// One attempt to deliver `p`: Ok(()) when done (delivered or failed), Err(p) when the
     /// receiver has no buffer posted.
     fn deliver(&mut self, p: Pending) -> Result<(), Pending> {
-        let target = self.by_qpn.get(&p.to_qpn).copied();
-        let Some(tq) = target.filter(|t| {
-            self.qps.get(t).is_some_and(|q| {
-                q.qkey == p.qkey && q.state >= IBV_QPS_RTR && q.state <= IBV_QPS_RTS
-            })
-        }) else {
+        let Some(tq) = self.target(p.to_qpn, p.qkey) else {
             // Gone, never there, or the wrong QKEY (the receiver drops it): the sender's NIC
             // hears nothing back.
             self.send_done(p.from, p.wr_id, efa_status::LOCAL_ERROR_UNRESP_REMOTE);
             return Ok(());
         };
+        if let Some((rkey, raddr, imm)) = p.write {
+            return self.deliver_write(p, tq, rkey, raddr, imm);
+        }
         let Some((rwr, sges)) = self.qps.get_mut(&tq).and_then(|q| q.recvs.pop_front()) else {
             return Err(p);
         };
@@ -288,11 +424,69 @@ impl Nic {
                     byte_len: p.data.len() as u32,
                     src_qp,
                     slid: ahn.unwrap_or(EFA_AHN_UNKNOWN),
+                    imm: 0,
                 },
                 sgid: ahn.is_none().then_some(GID),
             },
         );
         self.send_done(p.from, p.wr_id, 0);
+        Ok(())
+    }
+
+    /// An RDMA write with immediate: the target range is checked first (a bad one fails
+    /// whatever the receive queue holds), then a posted receive carries the notice.
+    fn deliver_write(
+        &mut self,
+        p: Pending,
+        tq: usize,
+        rkey: u32,
+        raddr: u64,
+        imm: u32,
+    ) -> Result<(), Pending> {
+        let (tpd, rcq) = {
+            let q = &self.qps[&tq];
+            (q.pd, q.recv_cq)
+        };
+        let Some(remote) = self.remote(tpd, rkey, raddr, p.data.len(), IBV_ACCESS_REMOTE_WRITE)
+        else {
+            self.send_done_op(
+                p.from,
+                p.wr_id,
+                efa_status::REMOTE_ERROR_BAD_ADDRESS,
+                IBV_WC_RDMA_WRITE,
+            );
+            return Ok(());
+        };
+        let Some((rwr, _)) = self.qps.get_mut(&tq).and_then(|q| q.recvs.pop_front()) else {
+            return Err(p);
+        };
+        // SAFETY: the range lies inside a live registration of the target's PD with remote
+        // write access (checked just above), valid until deregistered (ibv_reg_mr(3)).
+        unsafe { core::ptr::copy(p.data.as_ptr(), remote as *mut u8, p.data.len()) };
+        RDMA_WRITES.fetch_add(1, Ordering::Relaxed);
+        let src_qp = self.qps.get(&p.from).map_or(0, |q| q.qpn);
+        let ahn = self
+            .ahs
+            .values()
+            .find(|a| a.pd == tpd && a.gid == GID)
+            .map(|a| u32::from(a.ahn));
+        self.complete(
+            rcq,
+            Entry {
+                wc: Wc {
+                    wr_id: rwr,
+                    status: IBV_WC_SUCCESS,
+                    vendor_err: 0,
+                    opcode: IBV_WC_RECV_RDMA_WITH_IMM,
+                    byte_len: p.data.len() as u32,
+                    src_qp,
+                    slid: ahn.unwrap_or(EFA_AHN_UNKNOWN),
+                    imm,
+                },
+                sgid: ahn.is_none().then_some(GID),
+            },
+        );
+        self.send_done_op(p.from, p.wr_id, 0, IBV_WC_RDMA_WRITE);
         Ok(())
     }
 
@@ -313,7 +507,12 @@ impl Nic {
                     p = back;
                     match p.retries_left {
                         Some(0) => {
-                            self.send_done(p.from, p.wr_id, efa_status::REMOTE_ERROR_RNR);
+                            let op = if p.write.is_some() {
+                                IBV_WC_RDMA_WRITE
+                            } else {
+                                IBV_WC_SEND
+                            };
+                            self.send_done_op(p.from, p.wr_id, efa_status::REMOTE_ERROR_RNR, op);
                         }
                         n => {
                             p.retries_left = n.map(|n| n - 1);
@@ -342,6 +541,7 @@ static EMUL: Verbs = Verbs {
     reg_mr: e_reg_mr,
     dereg_mr: e_dereg_mr,
     mr_keys: e_mr_keys,
+    efadv_query_mr: e_query_mr,
     efadv_create_cq: e_create_cq,
     destroy_cq: e_destroy_cq,
     efadv_create_qp_ex: e_create_qp,
@@ -354,6 +554,7 @@ static EMUL: Verbs = Verbs {
     post_recv: e_post_recv,
     wr_start: e_wr_start,
     wr_send: e_wr_send,
+    wr_rdma: e_wr_rdma,
     wr_set_ud_addr: e_wr_set_ud_addr,
     wr_set_sge_list: e_wr_set_sge_list,
     wr_complete: e_wr_complete,
@@ -472,7 +673,7 @@ unsafe fn e_efadv_query_device(_c: *mut Ctx, a: *mut EfadvDeviceAttr, len: u32) 
             | EFADV_DEVICE_ATTR_CAPS_RNR_RETRY
             | EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID
             | EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE,
-        max_rdma_size: 1 << 30,
+        max_rdma_size: MAX_RDMA,
         ..EfadvDeviceAttr::default()
     };
     // SAFETY: `a` is a valid out-pointer of `len` bytes (efadv_query_device(3)).
@@ -508,7 +709,11 @@ unsafe fn e_dealloc_pd(p: *mut Pd) -> c_int {
     })
 }
 
-unsafe fn e_reg_mr(p: *mut Pd, addr: *mut c_void, len: usize, _access: c_int) -> *mut Mr {
+unsafe fn e_reg_mr(p: *mut Pd, addr: *mut c_void, len: usize, access: c_int) -> *mut Mr {
+    // Remote write needs local write (ibv_reg_mr(3): EINVAL otherwise).
+    if access & IBV_ACCESS_REMOTE_WRITE != 0 && access & IBV_ACCESS_LOCAL_WRITE == 0 {
+        return core::ptr::null_mut();
+    }
     with(|n| {
         if !n.pds.contains_key(&id(p)) || addr.is_null() {
             return core::ptr::null_mut();
@@ -524,6 +729,7 @@ unsafe fn e_reg_mr(p: *mut Pd, addr: *mut c_void, len: usize, _access: c_int) ->
                 len,
                 lkey: key,
                 rkey: key ^ 0x5a00_0000,
+                access,
             },
         );
         handle(i)
@@ -542,6 +748,25 @@ unsafe fn e_dereg_mr(m: *mut Mr) -> c_int {
 
 unsafe fn e_mr_keys(m: *mut Mr) -> (u32, u32) {
     with(|n| n.mrs.get(&id(m)).map_or((0, 0), |m| (m.lkey, m.rkey)))
+}
+
+/// One interconnect: every id valid and 0.
+unsafe fn e_query_mr(m: *mut Mr, a: *mut EfadvMrAttr, len: u32) -> c_int {
+    if (len as usize) < core::mem::size_of::<EfadvMrAttr>() {
+        return libc::EINVAL;
+    }
+    if !with(|n| n.mrs.contains_key(&id(m))) {
+        return libc::EINVAL;
+    }
+    let attr = EfadvMrAttr {
+        ic_id_validity: EFADV_MR_ATTR_VALIDITY_RECV_IC_ID
+            | EFADV_MR_ATTR_VALIDITY_RDMA_READ_IC_ID
+            | EFADV_MR_ATTR_VALIDITY_RDMA_RECV_IC_ID,
+        ..EfadvMrAttr::default()
+    };
+    // SAFETY: `a` is a valid out-pointer of `len` bytes (efadv_query_mr(3)).
+    unsafe { a.write(attr) };
+    0
 }
 
 unsafe fn e_create_cq(
@@ -775,6 +1000,31 @@ unsafe fn e_wr_send(q: *mut Qp, wr_id: u64, _flags: u32, _imm: Option<u32>) {
     })
 }
 
+unsafe fn e_wr_rdma(q: *mut Qp, wr_id: u64, _flags: u32, kind: RdmaKind, rkey: u32, raddr: u64) {
+    let kind = match kind {
+        RdmaKind::Read => WrKind::Read { rkey, raddr },
+        RdmaKind::Write => WrKind::Write {
+            rkey,
+            raddr,
+            imm: None,
+        },
+        RdmaKind::WriteImm(i) => WrKind::Write {
+            rkey,
+            raddr,
+            imm: Some(i),
+        },
+    };
+    with(|n| {
+        if let Some(qp) = n.qps.get_mut(&id(q)) {
+            qp.building.push(Wr {
+                wr_id,
+                kind,
+                ..Wr::default()
+            });
+        }
+    })
+}
+
 unsafe fn e_wr_set_ud_addr(q: *mut Qp, ah: *mut Ah, qpn: u32, qkey: u32) {
     with(|n| {
         if let Some(w) = n.qps.get_mut(&id(q)).and_then(|qp| qp.building.last_mut()) {
@@ -812,8 +1062,38 @@ unsafe fn e_wr_complete(q: *mut Qp) -> c_int {
         qp.outstanding += wrs.len();
         for w in wrs {
             let ah_ok = n.ahs.get(&w.ah).is_some_and(|a| a.pd == pd && a.gid == GID);
+            let write_imm = match w.kind {
+                WrKind::Send => None,
+                WrKind::Write {
+                    rkey,
+                    raddr,
+                    imm: Some(imm),
+                } => Some((rkey, raddr, imm)),
+                _ if !ah_ok => {
+                    n.send_done_op(qi, w.wr_id, efa_status::LOCAL_ERROR_UNRESP_REMOTE, 0);
+                    continue;
+                }
+                _ => {
+                    // Read and write complete at once: the NIC moves the bytes itself.
+                    n.rdma(qi, pd, &w);
+                    continue;
+                }
+            };
+            if write_imm.is_some() {
+                let len: usize = w.sges.iter().map(|s| s.length as usize).sum();
+                if !ah_ok || len > MAX_RDMA as usize || !n.local_ok(pd, &w.sges, false) {
+                    let st = if ah_ok && len <= MAX_RDMA as usize {
+                        efa_status::LOCAL_ERROR_INVALID_LKEY
+                    } else {
+                        efa_status::LOCAL_ERROR_BAD_LENGTH
+                    };
+                    n.send_done_op(qi, w.wr_id, st, IBV_WC_RDMA_WRITE);
+                    continue;
+                }
+            }
             let data = n.gather(pd, &w.sges);
-            let too_big = data.as_ref().is_some_and(|d| d.len() > MAX_MSG as usize);
+            let too_big =
+                write_imm.is_none() && data.as_ref().is_some_and(|d| d.len() > MAX_MSG as usize);
             let (Some(data), true, false) = (data, ah_ok, too_big) else {
                 n.send_done(qi, w.wr_id, efa_status::LOCAL_ERROR_BAD_LENGTH);
                 continue;
@@ -821,6 +1101,7 @@ unsafe fn e_wr_complete(q: *mut Qp) -> c_int {
             let p = Pending {
                 from: qi,
                 wr_id: w.wr_id,
+                write: write_imm,
                 to_qpn: w.qpn,
                 qkey: w.qkey,
                 data,

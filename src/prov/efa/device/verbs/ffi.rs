@@ -49,6 +49,7 @@ pub const IBV_QPS_RTS: u32 = 3;
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
 pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
 pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
 pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
 pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
 pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
@@ -57,11 +58,17 @@ pub const IBV_ACCESS_LOCAL_WRITE: c_int = 1;
 pub const IBV_ACCESS_REMOTE_WRITE: c_int = 1 << 1;
 pub const IBV_ACCESS_REMOTE_READ: c_int = 1 << 2;
 pub const IBV_WC_SUCCESS: u32 = 0;
+pub const IBV_WC_LOC_PROT_ERR: u32 = 4;
+pub const IBV_WC_REM_ACCESS_ERR: u32 = 10;
 pub const IBV_WC_RNR_RETRY_EXC_ERR: u32 = 13;
 pub const IBV_WC_GENERAL_ERR: u32 = 21;
 pub const IBV_WC_SEND: u32 = 0;
+pub const IBV_WC_RDMA_WRITE: u32 = 1;
+pub const IBV_WC_RDMA_READ: u32 = 2;
 pub const IBV_WC_RECV: u32 = 128;
+pub const IBV_WC_RECV_RDMA_WITH_IMM: u32 = 129;
 pub const IBV_WC_EX_WITH_BYTE_LEN: u64 = 1 << 0;
+pub const IBV_WC_EX_WITH_IMM: u64 = 1 << 1;
 pub const IBV_WC_EX_WITH_SRC_QP: u64 = 1 << 3;
 pub const IBV_WC_EX_WITH_SLID: u64 = 1 << 4;
 pub const IBV_PORT_ACTIVE: u32 = 4;
@@ -73,6 +80,11 @@ pub const EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID: u32 = 1 << 2;
 /// Newer than Debian's efadv.h (rdma-core 45 adds it): device RDMA write.
 pub const EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE: u32 = 1 << 3;
 pub const EFADV_WC_EX_WITH_SGID: u64 = 1 << 0;
+/// `efadv_mr_attr.ic_id_validity` bits (rdma-core 49's efadv.h, newer than Debian's): the
+/// same bits as `FI_EFA_MR_ATTR_*` of fi_ext_efa.h.
+pub const EFADV_MR_ATTR_VALIDITY_RECV_IC_ID: u16 = 1 << 0;
+pub const EFADV_MR_ATTR_VALIDITY_RDMA_READ_IC_ID: u16 = 1 << 1;
+pub const EFADV_MR_ATTR_VALIDITY_RDMA_RECV_IC_ID: u16 = 1 << 2;
 /// `slid` of a receive completion whose sender has no address handle here (EFA reports the
 /// AH number there, this value when unknown; the GID is then read with
 /// `efadv_wc_read_sgid`).
@@ -81,7 +93,11 @@ pub const EFA_AHN_UNKNOWN: u32 = 0xffff;
 /// EFA completion statuses (`vendor_err`, efa-reference §6): the ones the device tells
 /// apart. The RDM layer reports them as `prov_errno`.
 pub mod efa_status {
+    /// The local buffer is not covered by a registration of the QP's PD with that lkey.
+    pub const LOCAL_ERROR_INVALID_LKEY: u32 = 5;
     pub const LOCAL_ERROR_BAD_LENGTH: u32 = 6;
+    /// RDMA to a remote range its rkey does not cover (or allow): "remote bad address".
+    pub const REMOTE_ERROR_BAD_ADDRESS: u32 = 7;
     pub const REMOTE_ERROR_BAD_DEST_QPN: u32 = 9;
     pub const REMOTE_ERROR_RNR: u32 = 10;
     pub const REMOTE_ERROR_BAD_LENGTH: u32 = 11;
@@ -447,6 +463,18 @@ pub struct EfadvAhAttr {
     pub reserved: [u8; 6],
 }
 
+/// `struct efadv_mr_attr` (rdma-core 49 and later: not in Debian's efadv.h, so the layout probe
+/// cannot check it; efadv_query_mr(3) gives it as four u16 after a u64).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EfadvMrAttr {
+    pub comp_mask: u64,
+    pub ic_id_validity: u16,
+    pub recv_ic_id: u16,
+    pub rdma_read_ic_id: u16,
+    pub rdma_recv_ic_id: u16,
+}
+
 /// `struct efadv_cq`: the SGID reader behind the inline `efadv_wc_read_sgid`.
 #[repr(C)]
 pub struct EfadvCq {
@@ -509,9 +537,9 @@ pub struct IbvQpEx {
     pub wr_atomic_fetch_add: *mut c_void,
     pub wr_bind_mw: *mut c_void,
     pub wr_local_inv: *mut c_void,
-    pub wr_rdma_read: *mut c_void,
-    pub wr_rdma_write: *mut c_void,
-    pub wr_rdma_write_imm: *mut c_void,
+    pub wr_rdma_read: unsafe extern "C" fn(*mut IbvQpEx, u32, u64),
+    pub wr_rdma_write: unsafe extern "C" fn(*mut IbvQpEx, u32, u64),
+    pub wr_rdma_write_imm: unsafe extern "C" fn(*mut IbvQpEx, u32, u64, u32),
     pub wr_send: QpFn,
     pub wr_send_imm: unsafe extern "C" fn(*mut IbvQpEx, u32),
     pub wr_send_inv: *mut c_void,
@@ -577,6 +605,20 @@ pub struct Wc {
     pub src_qp: u32,
     /// The sender's address handle number on EFA ([`EFA_AHN_UNKNOWN`] when none here).
     pub slid: u32,
+    /// The immediate data of an RDMA write with immediate (host order).
+    pub imm: u32,
+}
+
+/// The RDMA operation of a work request built with [`Verbs::wr_rdma`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RdmaKind {
+    /// `ibv_wr_rdma_read`: remote memory into the local SGEs.
+    Read,
+    /// `ibv_wr_rdma_write`: the local SGEs into remote memory, unseen by the target's CQ.
+    Write,
+    /// `ibv_wr_rdma_write_imm`: as `Write`, then a receive completion at the target carrying
+    /// the immediate (host order here; the table converts to the wire's big-endian).
+    WriteImm(u32),
 }
 
 /// The verbs calls of the hardware device: one table, filled from libibverbs and libefa
@@ -600,6 +642,8 @@ pub struct Verbs {
     pub dereg_mr: unsafe fn(*mut Mr) -> c_int,
     /// `mr->lkey`, `mr->rkey`.
     pub mr_keys: unsafe fn(*mut Mr) -> (u32, u32),
+    /// `efadv_query_mr` (`EOPNOTSUPP` where libefa is older than rdma-core 49 and lacks it).
+    pub efadv_query_mr: unsafe fn(*mut Mr, *mut EfadvMrAttr, u32) -> c_int,
     pub efadv_create_cq:
         unsafe fn(*mut Ctx, *mut IbvCqInitAttrEx, *mut EfadvCqInitAttr, u32) -> *mut Cq,
     pub destroy_cq: unsafe fn(*mut Cq) -> c_int,
@@ -619,6 +663,9 @@ pub struct Verbs {
     /// `qpx->wr_id = wr_id; qpx->wr_flags = flags;` then the inline `ibv_wr_send`, or
     /// `ibv_wr_send_imm` when `imm` is given (network byte order, as verbs takes it).
     pub wr_send: unsafe fn(*mut Qp, u64, u32, Option<u32>),
+    /// `qpx->wr_id = wr_id; qpx->wr_flags = flags;` then the inline `ibv_wr_rdma_read`,
+    /// `ibv_wr_rdma_write` or `ibv_wr_rdma_write_imm` with `rkey` and the remote address.
+    pub wr_rdma: unsafe fn(*mut Qp, u64, u32, RdmaKind, u32, u64),
     /// Inline `ibv_wr_set_ud_addr`.
     pub wr_set_ud_addr: unsafe fn(*mut Qp, *mut Ah, u32, u32),
     /// Inline `ibv_wr_set_sge_list`.
@@ -698,6 +745,11 @@ syms! {
 
 static SYMS: OnceLock<Result<Syms, String>> = OnceLock::new();
 
+type QueryMr = unsafe extern "C" fn(*mut Mr, *mut EfadvMrAttr, u32) -> c_int;
+
+/// `efadv_query_mr`, which only libefa of rdma-core 49 and later exports (set with `SYMS`).
+static QUERY_MR: OnceLock<Option<QueryMr>> = OnceLock::new();
+
 fn syms() -> &'static Syms {
     match SYMS.get() {
         Some(Ok(s)) => s,
@@ -721,6 +773,12 @@ fn open_libraries() -> Result<Syms, String> {
     let ibv = Library::open("libibverbs.so.1")?;
     let efa = Library::open("libefa.so.1")?;
     let s = resolve(&ibv, &efa)?;
+    let query_mr = efa.sym("efadv_query_mr").ok().map(|p| {
+        // SAFETY: the non-null address of efadv_query_mr, whose prototype (efadv_query_mr(3))
+        // is `QueryMr`; the library stays loaded for the life of the process.
+        unsafe { core::mem::transmute::<*mut c_void, QueryMr>(p) }
+    });
+    let _ = QUERY_MR.set(query_mr);
     // Kept open for the life of the process: the device's function pointers point into them.
     ibv.keep();
     efa.keep();
@@ -742,6 +800,7 @@ static HW: Verbs = Verbs {
     reg_mr: hw_reg_mr,
     dereg_mr: hw_dereg_mr,
     mr_keys: hw_mr_keys,
+    efadv_query_mr: hw_efadv_query_mr,
     efadv_create_cq: hw_efadv_create_cq,
     destroy_cq: hw_destroy_cq,
     efadv_create_qp_ex: hw_efadv_create_qp_ex,
@@ -754,6 +813,7 @@ static HW: Verbs = Verbs {
     post_recv: hw_post_recv,
     wr_start: hw_wr_start,
     wr_send: hw_wr_send,
+    wr_rdma: hw_wr_rdma,
     wr_set_ud_addr: hw_wr_set_ud_addr,
     wr_set_sge_list: hw_wr_set_sge_list,
     wr_complete: hw_wr_complete,
@@ -829,6 +889,13 @@ unsafe fn hw_mr_keys(m: *mut Mr) -> (u32, u32) {
     // SAFETY: `m` is a live ibv_mr from ibv_reg_mr (caller's contract).
     let m = unsafe { &*(m as *const IbvMr) };
     (m.lkey, m.rkey)
+}
+unsafe fn hw_efadv_query_mr(m: *mut Mr, a: *mut EfadvMrAttr, len: u32) -> c_int {
+    match QUERY_MR.get().copied().flatten() {
+        // SAFETY: as efadv_query_mr(3).
+        Some(f) => unsafe { f(m, a, len) },
+        None => libc::EOPNOTSUPP,
+    }
 }
 unsafe fn hw_efadv_create_cq(
     c: *mut Ctx,
@@ -918,6 +985,20 @@ unsafe fn hw_wr_send(q: *mut Qp, wr_id: u64, flags: u32, imm: Option<u32>) {
         }
     }
 }
+unsafe fn hw_wr_rdma(q: *mut Qp, wr_id: u64, flags: u32, kind: RdmaKind, rkey: u32, raddr: u64) {
+    let x = q as *mut IbvQpEx;
+    // SAFETY: as hw_wr_send; the QP was created with the RDMA send ops flags of the device's
+    // caps (VerbsDevice::open), so the builder pointers are set.
+    unsafe {
+        (*x).wr_id = wr_id;
+        (*x).wr_flags = flags;
+        match kind {
+            RdmaKind::Read => ((*x).wr_rdma_read)(x, rkey, raddr),
+            RdmaKind::Write => ((*x).wr_rdma_write)(x, rkey, raddr),
+            RdmaKind::WriteImm(imm) => ((*x).wr_rdma_write_imm)(x, rkey, raddr, imm.to_be()),
+        }
+    }
+}
 unsafe fn hw_wr_set_ud_addr(q: *mut Qp, ah: *mut Ah, qpn: u32, qkey: u32) {
     let x = q as *mut IbvQpEx;
     // SAFETY: as hw_wr_start.
@@ -958,6 +1039,7 @@ unsafe fn hw_wc(c: *mut Cq) -> Wc {
         let ok = (*x).status == IBV_WC_SUCCESS;
         let opcode = if ok { ((*x).read_opcode)(x) } else { 0 };
         let recv = ok && opcode & IBV_WC_RECV != 0;
+        let imm = ok && opcode == IBV_WC_RECV_RDMA_WITH_IMM;
         Wc {
             wr_id: (*x).wr_id,
             status: (*x).status,
@@ -966,6 +1048,12 @@ unsafe fn hw_wc(c: *mut Cq) -> Wc {
             byte_len: if recv { ((*x).read_byte_len)(x) } else { 0 },
             src_qp: if recv { ((*x).read_src_qp)(x) } else { 0 },
             slid: if recv { ((*x).read_slid)(x) } else { 0 },
+            // The CQ was created with IBV_WC_EX_WITH_IMM; verbs gives it big-endian.
+            imm: if imm {
+                u32::from_be(((*x).read_imm_data)(x))
+            } else {
+                0
+            },
         }
     }
 }

@@ -10,13 +10,20 @@
 //! Datagrams go through two registered pools of MTU-sized slots, one for sends and one for
 //! receives: the RDM layer's buffers are plain memory, so each datagram is copied once into
 //! (or out of) a slot — no registration and no allocation per message. (Zero-copy sends from
-//! registered application memory, device RDMA read/write and application MRs through
-//! `ibv_reg_mr` come with a later slice.)
+//! registered application memory come with a later slice.)
+//!
+//! Application memory is registered per domain ([`HwContext::reg_mr`], `ibv_reg_mr` with
+//! local write, and remote read / remote write where the device does them and the
+//! application asked for them); the rkey is the key the application sees. Device RDMA read,
+//! write and write with immediate ([`Device::post_rdma`]) move registered memory between
+//! queue pairs with no packet of the RDM protocol; a write with immediate takes one of the
+//! target's posted receives and reports its data there ([`Completion::WriteData`]).
 //!
 //! Completion errors carry EFA's status in `vendor_err` (efa-reference §6) and map to the
 //! same [`DevError`] as the software device's: RNR (10) → `Rnr`, bad length (6, 11) →
-//! `TooBig`, unresponsive or unreachable remote (13, 15) and every other error →
-//! `Unreachable`.
+//! `TooBig`, remote bad address (7: an RDMA key, bound or access refused) → `RemoteAccess`,
+//! invalid lkey (5) → `LocalKey`, unresponsive or unreachable remote (13, 15) and every
+//! other error → `Unreachable`.
 //!
 //! The hardware does not say which QKEY a datagram came from, only its QPN and address
 //! handle (or GID): receive completions carry the QKEY this endpoint last sent to at that
@@ -32,10 +39,16 @@
 pub mod emul;
 pub mod ffi;
 
+use std::collections::BTreeMap;
 use std::ffi::CStr;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
-use super::{Completion, DevError, Device, DeviceCaps, EfaAddr, HEADROOM, MIN_MTU, recv_buf_len};
+use super::{
+    Completion, DevError, Device, DeviceCaps, EfaAddr, HEADROOM, MIN_MTU, RdmaOp, RdmaReq, Staging,
+    recv_buf_len,
+};
+use crate::abi::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE, FI_SEND, FI_WRITE};
 use crate::core::Errno;
 use crate::prov::efa::srd;
 use crate::sys::mem::IoVec;
@@ -242,6 +255,72 @@ pub struct HwContext {
     ctx: H<Ctx>,
     pd: H<Pd>,
     ahs: Mutex<Ahs>,
+    /// Application registrations by (start address, id): end address, lkey, and the rkey if
+    /// remote reads are allowed, for the local side of device RDMA ([`HwContext::lkey_for`])
+    /// and the memory long-read requests hand out ([`HwContext::rkey_for`]).
+    regs: RwLock<BTreeMap<(usize, u64), Reg>>,
+    next_reg: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Reg {
+    end: usize,
+    lkey: u32,
+    readable: Option<u32>,
+}
+
+/// An application region registered with the device (`ibv_reg_mr`); deregistered when
+/// dropped (the domain's MR goes with `fi_close`).
+#[derive(Debug)]
+pub struct HwMr {
+    hw: Arc<HwContext>,
+    mr: H<Mr>,
+    id: u64,
+    start: usize,
+    pub lkey: u32,
+    pub rkey: u32,
+    /// What `efadv_query_mr` said (zeros where libefa lacks it).
+    attr: EfadvMrAttr,
+}
+
+impl core::fmt::Debug for HwContext {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HwContext")
+            .field("info", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> core::fmt::Debug for H<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:p}", self.0)
+    }
+}
+
+impl Drop for HwMr {
+    fn drop(&mut self) {
+        self.hw
+            .regs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(self.start, self.id));
+        // SAFETY: the registration made by reg_mr, dropped once: by fi_close of its region
+        // (fi_mr(3): no operation may use a region being closed), or, for a staging buffer,
+        // after its reads completed or their QP was destroyed.
+        unsafe { (self.hw.v.dereg_mr)(self.mr.0) };
+    }
+}
+
+impl crate::util::mr::DeviceMr for HwMr {
+    fn ic_ids(&self) -> [u16; 4] {
+        let a = &self.attr;
+        [
+            a.ic_id_validity,
+            a.recv_ic_id,
+            a.rdma_read_ic_id,
+            a.rdma_recv_ic_id,
+        ]
+    }
 }
 
 impl HwContext {
@@ -290,7 +369,88 @@ impl HwContext {
             ctx: H(ctx),
             pd: H(pd),
             ahs: Mutex::new(Ahs::default()),
+            regs: RwLock::new(BTreeMap::new()),
+            next_reg: AtomicU64::new(1),
         }))
+    }
+
+    /// Registers application memory `mem` (`ibv_reg_mr`): always local write (device reads
+    /// land in it), remote read and remote write only where the device does them and
+    /// `fi_access` asks for them, so the NIC refuses what the MR map would: remote write for
+    /// `FI_REMOTE_WRITE`, remote read for `FI_REMOTE_READ` and for `FI_SEND` / `FI_WRITE`
+    /// (the source of a long-read message or write is read by the peer's device).
+    pub fn reg_mr(self: &Arc<Self>, mem: IoVec, fi_access: u64) -> crate::core::Result<HwMr> {
+        let caps = self.info.caps;
+        let mut access = IBV_ACCESS_LOCAL_WRITE;
+        if caps.rdma_read && fi_access & (FI_REMOTE_READ | FI_SEND | FI_WRITE) != 0 {
+            access |= IBV_ACCESS_REMOTE_READ;
+        }
+        if caps.rdma_write && fi_access & FI_REMOTE_WRITE != 0 {
+            access |= IBV_ACCESS_REMOTE_WRITE;
+        }
+        // SAFETY: the PD is live; fi_mr(3) keeps the region valid until the MR is closed,
+        // which drops the HwMr and deregisters it.
+        let mr = unsafe { (self.v.reg_mr)(self.pd.0, mem.as_ptr().cast(), mem.len(), access) };
+        if mr.is_null() {
+            crate::fi_warn!(
+                "efa",
+                crate::core::log::Subsys::Mr,
+                "{}: ibv_reg_mr of {} bytes failed",
+                self.info.name,
+                mem.len()
+            );
+            return Err(Errno::NOMEM);
+        }
+        // SAFETY: the MR just registered.
+        let (lkey, rkey) = unsafe { (self.v.mr_keys)(mr) };
+        let mut attr = EfadvMrAttr::default();
+        // SAFETY: as above; `attr` is a local of the size passed.
+        let rc = unsafe {
+            (self.v.efadv_query_mr)(mr, &mut attr, core::mem::size_of::<EfadvMrAttr>() as u32)
+        };
+        if rc != 0 {
+            attr = EfadvMrAttr::default();
+        }
+        let id = self.next_reg.fetch_add(1, Ordering::Relaxed);
+        let start = mem.addr();
+        self.regs.write().unwrap_or_else(|e| e.into_inner()).insert(
+            (start, id),
+            Reg {
+                end: start + mem.len(),
+                lkey,
+                readable: (access & IBV_ACCESS_REMOTE_READ != 0).then_some(rkey),
+            },
+        );
+        Ok(HwMr {
+            hw: self.clone(),
+            mr: H(mr),
+            id,
+            start,
+            lkey,
+            rkey,
+            attr,
+        })
+    }
+
+    /// The lkey of a registration covering `[addr, addr + len)`: the nearest few starting at
+    /// or below `addr` are looked at (overlapping registrations of one buffer are rare).
+    pub fn lkey_for(&self, addr: usize, len: usize) -> Option<u32> {
+        self.reg_for(addr, len, |r| Some(r.lkey))
+    }
+
+    /// The rkey of a registration covering `[addr, addr + len)` that peers may read.
+    pub fn rkey_for(&self, addr: usize, len: usize) -> Option<u32> {
+        self.reg_for(addr, len, |r| r.readable)
+    }
+
+    fn reg_for(&self, addr: usize, len: usize, f: impl Fn(&Reg) -> Option<u32>) -> Option<u32> {
+        let end = addr.checked_add(len)?;
+        let regs = self.regs.read().unwrap_or_else(|e| e.into_inner());
+        regs.range(..=(addr, u64::MAX))
+            .rev()
+            .take(8)
+            .filter(|(_, r)| r.end >= end)
+            .find_map(|(_, r)| f(r))
     }
 
     fn ahs(&self) -> std::sync::MutexGuard<'_, Ahs> {
@@ -434,13 +594,34 @@ impl Pool {
     }
 }
 
+/// A staging buffer registered with the device (`Device::staging`): the registration goes
+/// before the memory (fields drop in order).
+struct HwStaging {
+    mr: HwMr,
+    iov: IoVec,
+    _mem: Vec<u8>,
+}
+
+impl Staging for HwStaging {
+    fn mem(&self) -> IoVec {
+        self.iov
+    }
+    fn lkey(&self) -> u32 {
+        self.mr.lkey
+    }
+}
+
 /// Send work requests carry their slot with this bit set, receives their bare slot: a failed
 /// completion (whose opcode verbs leaves undefined) still says which pool it belongs to.
 const TX_TAG: u64 = 1 << 63;
+/// RDMA work requests carry their slot with this bit set (and `TX_TAG`).
+const RDMA_TAG: u64 = 1 << 62;
 
 /// Most sends and receives one endpoint keeps on the device (bounded by the device's queues).
 const SEND_SLOTS: usize = 512;
 const RECV_SLOTS: usize = 1024;
+/// Most RDMA work requests one endpoint keeps on the device (they share the send queue).
+const RDMA_SLOTS: usize = 128;
 
 /// One endpoint's SRD queue pair on an EFA device.
 pub struct VerbsDevice {
@@ -454,6 +635,9 @@ pub struct VerbsDevice {
     rnr_retry: u32,
     tx: Pool,
     rx: Pool,
+    /// The caller's `wr_id` of each RDMA work request on the device, by slot.
+    rdma: Vec<Option<u64>>,
+    rdma_free: Vec<u32>,
     /// Address handles this endpoint holds a reference to, by peer GID.
     ahs: FastMap<[u8; 16], *mut Ah>,
     /// The QKEY last sent to at each (GID, QPN): what receive completions report.
@@ -470,14 +654,25 @@ impl VerbsDevice {
     pub fn open(hw: &Arc<HwContext>, rnr_retry: u32) -> crate::core::Result<VerbsDevice> {
         let v = hw.v;
         let info = &hw.info;
-        let sends = SEND_SLOTS.min(info.max_sq_wr.max(1));
+        // The send queue holds datagrams and, where the device does RDMA, up to a quarter of
+        // it RDMA work requests.
+        let sq = (SEND_SLOTS + RDMA_SLOTS).min(info.max_sq_wr.max(1));
+        let rdmas = if info.caps.rdma_read || info.caps.rdma_write {
+            RDMA_SLOTS.min(sq / 4)
+        } else {
+            0
+        };
+        let sends = sq - rdmas;
         let recvs = RECV_SLOTS.min(info.max_rq_wr.max(1));
         let mut cq_attr = IbvCqInitAttrEx {
-            cqe: (sends + recvs) as u32,
+            cqe: (sq + recvs) as u32,
             cq_context: core::ptr::null_mut(),
             channel: core::ptr::null_mut(),
             comp_vector: 0,
-            wc_flags: IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_SLID,
+            wc_flags: IBV_WC_EX_WITH_BYTE_LEN
+                | IBV_WC_EX_WITH_IMM
+                | IBV_WC_EX_WITH_SRC_QP
+                | IBV_WC_EX_WITH_SLID,
             comp_mask: 0,
             flags: 0,
             parent_domain: core::ptr::null_mut(),
@@ -502,7 +697,7 @@ impl VerbsDevice {
             send_cq: cq,
             recv_cq: cq,
             cap: IbvQpCap {
-                max_send_wr: sends as u32,
+                max_send_wr: sq as u32,
                 max_recv_wr: recvs as u32,
                 max_send_sge: 1,
                 max_recv_sge: 1,
@@ -511,7 +706,19 @@ impl VerbsDevice {
             qp_type: IBV_QPT_DRIVER,
             comp_mask: IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
             pd: hw.pd.0,
-            send_ops_flags: IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM,
+            // RDMA builders only where the device has them (a QP asking for more fails).
+            send_ops_flags: IBV_QP_EX_WITH_SEND
+                | IBV_QP_EX_WITH_SEND_WITH_IMM
+                | if info.caps.rdma_read {
+                    IBV_QP_EX_WITH_RDMA_READ
+                } else {
+                    0
+                }
+                | if info.caps.rdma_write {
+                    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+                } else {
+                    0
+                },
             ..IbvQpInitAttrEx::default()
         };
         let mut efa_qp = EfadvQpInitAttr {
@@ -602,6 +809,8 @@ impl VerbsDevice {
             rnr_retry: rnr_retry.min(7),
             tx,
             rx,
+            rdma: vec![None; rdmas],
+            rdma_free: (0..rdmas as u32).rev().collect(),
             ahs: FastMap::default(),
             qkeys: FastMap::default(),
             stats: srd::Stats::default(),
@@ -723,8 +932,40 @@ impl VerbsDevice {
         }
     }
 
+    /// What a failed send or RDMA completion means (efa-reference §6).
+    fn status(&mut self, wc: &Wc) -> Result<(), DevError> {
+        match (wc.status, wc.vendor_err) {
+            (IBV_WC_SUCCESS, _) => Ok(()),
+            (_, efa_status::REMOTE_ERROR_RNR) | (IBV_WC_RNR_RETRY_EXC_ERR, _) => {
+                self.stats.rnr_received += 1;
+                Err(DevError::Rnr)
+            }
+            (_, efa_status::LOCAL_ERROR_BAD_LENGTH | efa_status::REMOTE_ERROR_BAD_LENGTH) => {
+                Err(DevError::TooBig)
+            }
+            (_, efa_status::REMOTE_ERROR_BAD_ADDRESS) => Err(DevError::RemoteAccess),
+            (_, efa_status::LOCAL_ERROR_INVALID_LKEY) => Err(DevError::LocalKey),
+            _ => Err(DevError::Unreachable),
+        }
+    }
+
     fn completion(&mut self, wc: Wc, out: &mut Vec<Completion>) {
         let slot = wc.wr_id as u32;
+        if wc.wr_id & (TX_TAG | RDMA_TAG) == TX_TAG | RDMA_TAG {
+            let Some(wr_id) = self.rdma.get_mut(slot as usize).and_then(Option::take) else {
+                return;
+            };
+            self.rdma_free.push(slot);
+            let status = self.status(&wc);
+            if status.is_ok() {
+                match wc.opcode {
+                    IBV_WC_RDMA_READ => self.stats.rdma_reads += 1,
+                    _ => self.stats.rdma_writes += 1,
+                }
+            }
+            out.push(Completion::Rdma { wr_id, status });
+            return;
+        }
         if wc.wr_id & TX_TAG == 0 {
             let Some((wr_id, mut buf)) = self.rx.held.get_mut(slot as usize).and_then(Option::take)
             else {
@@ -736,8 +977,22 @@ impl VerbsDevice {
                 self.post_slot(slot);
                 return;
             }
-            let len = (wc.byte_len as usize).min(self.mtu);
             let src = self.source(&wc);
+            if wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM {
+                // A peer's RDMA write with data: the bytes went to our registered memory,
+                // the receive only carries the notice.
+                self.rx.free.push(slot);
+                self.stats.rdma_writes_received += 1;
+                out.push(Completion::WriteData {
+                    wr_id,
+                    buf,
+                    len: wc.byte_len as usize,
+                    data: wc.imm,
+                    src,
+                });
+                return;
+            }
+            let len = (wc.byte_len as usize).min(self.mtu);
             if buf.len() < recv_buf_len(self.mtu) {
                 buf.resize(recv_buf_len(self.mtu), 0);
             }
@@ -757,21 +1012,7 @@ impl VerbsDevice {
             return;
         };
         self.tx.free.push(slot);
-        let status = match (wc.status, wc.vendor_err) {
-            (IBV_WC_SUCCESS, _) => Ok(()),
-            (_, efa_status::REMOTE_ERROR_RNR) => {
-                self.stats.rnr_received += 1;
-                Err(DevError::Rnr)
-            }
-            (_, efa_status::LOCAL_ERROR_BAD_LENGTH | efa_status::REMOTE_ERROR_BAD_LENGTH) => {
-                Err(DevError::TooBig)
-            }
-            (IBV_WC_RNR_RETRY_EXC_ERR, _) => {
-                self.stats.rnr_received += 1;
-                Err(DevError::Rnr)
-            }
-            _ => Err(DevError::Unreachable),
-        };
+        let status = self.status(&wc);
         out.push(Completion::Send { wr_id, status, buf });
     }
 }
@@ -867,6 +1108,85 @@ impl Device for VerbsDevice {
 
     fn set_rnr_retry(&mut self, n: u32) {
         self.rnr_retry = n.min(7);
+    }
+
+    fn max_rdma_size(&self) -> usize {
+        let c = self.hw.info.caps;
+        if c.rdma_read || c.rdma_write {
+            self.hw.info.max_rdma_size.min(u32::MAX as usize)
+        } else {
+            0
+        }
+    }
+
+    fn local_key(&self, mem: IoVec) -> Option<u32> {
+        self.hw.lkey_for(mem.addr(), mem.len())
+    }
+
+    fn remote_key(&self, mem: IoVec) -> Option<u32> {
+        self.hw.rkey_for(mem.addr(), mem.len())
+    }
+
+    fn staging(&mut self, len: usize) -> Option<Box<dyn Staging>> {
+        let mut mem = vec![0u8; len];
+        // SAFETY: `mem` is owned by the staging buffer with its registration, never resized,
+        // and freed only after the registration (field order of HwStaging); the IoVec is
+        // used only while the buffer lives (Staging's contract).
+        let iov = unsafe { IoVec::new(mem.as_mut_ptr(), len) };
+        let mr = self.hw.reg_mr(iov, 0).ok()?;
+        Some(Box::new(HwStaging { mr, iov, _mem: mem }))
+    }
+
+    fn post_rdma(&mut self, r: RdmaReq) -> Result<(), Errno> {
+        let caps = self.hw.info.caps;
+        let (kind, offered) = match r.op {
+            RdmaOp::Read => (RdmaKind::Read, caps.rdma_read),
+            RdmaOp::Write => (RdmaKind::Write, caps.rdma_write),
+            RdmaOp::WriteData(d) => (RdmaKind::WriteImm(d), caps.rdma_write),
+        };
+        if !offered {
+            return Err(Errno::NOSYS);
+        }
+        if r.local.len() > self.max_rdma_size() {
+            return Err(Errno::MSGSIZE);
+        }
+        if !self.ready() {
+            return Err(Errno::OPBADSTATE);
+        }
+        let Some(ah) = self.ah(r.dest.gid) else {
+            return Err(Errno::AGAIN);
+        };
+        let Some(slot) = self.rdma_free.pop() else {
+            return Err(Errno::AGAIN);
+        };
+        let sge = IbvSge {
+            addr: r.local.addr() as u64,
+            length: r.local.len() as u32,
+            lkey: r.lkey,
+        };
+        // SAFETY: the QP is in RTS, created with the builders of the device's RDMA caps
+        // (checked above); `ah` is held by this endpoint; the SGE names application memory
+        // the caller keeps valid (and registered under `lkey`) until the completion.
+        let rc = unsafe {
+            (self.v.wr_start)(self.qp.0);
+            (self.v.wr_rdma)(
+                self.qp.0,
+                TX_TAG | RDMA_TAG | u64::from(slot),
+                IBV_SEND_SIGNALED,
+                kind,
+                r.rkey,
+                r.raddr,
+            );
+            (self.v.wr_set_ud_addr)(self.qp.0, ah, u32::from(r.dest.qpn), r.dest.qkey);
+            (self.v.wr_set_sge_list)(self.qp.0, 1, &sge);
+            (self.v.wr_complete)(self.qp.0)
+        };
+        if rc != 0 {
+            self.rdma_free.push(slot);
+            return Err(Errno::AGAIN);
+        }
+        self.rdma[slot as usize] = Some(r.wr_id);
+        Ok(())
     }
 
     fn stats(&self) -> srd::Stats {

@@ -2,6 +2,7 @@
 //! path both ways, RNR, a peer that is gone, and address handles shared and released.
 
 use super::*;
+use crate::abi::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE};
 
 fn emulated() -> HwDeviceInfo {
     let v = emul::verbs();
@@ -66,6 +67,9 @@ fn datagrams_cross_and_report_their_source() {
             Completion::Send { wr_id, status, .. } => {
                 assert_eq!((wr_id, status), (7, Ok(())));
                 saw |= 1;
+            }
+            c @ (Completion::Rdma { .. } | Completion::WriteData { .. }) => {
+                panic!("no RDMA here: {c:?}")
             }
             Completion::Recv {
                 wr_id,
@@ -194,4 +198,283 @@ fn address_handles_are_shared_and_released() {
     let mut out = Vec::new();
     c.poll(&mut out, 8);
     assert_eq!(out.len(), 2);
+}
+
+/// Application memory for RDMA tests (leaked: registrations outlive the test's borrows).
+fn app_mem(len: usize, fill: u8) -> IoVec {
+    IoVec::from_mut_slice(Box::leak(vec![fill; len].into_boxed_slice()))
+}
+
+fn rdma(
+    op: RdmaOp,
+    dest: EfaAddr,
+    local: IoVec,
+    lkey: u32,
+    raddr: u64,
+    rkey: u32,
+    wr_id: u64,
+) -> RdmaReq {
+    RdmaReq {
+        op,
+        dest,
+        local,
+        lkey,
+        raddr,
+        rkey,
+        wr_id,
+    }
+}
+
+/// The one RDMA completion `d` gives next.
+fn rdma_status(d: &mut VerbsDevice, wr: u64) -> Result<(), DevError> {
+    let mut out = Vec::new();
+    pump(&mut [d], &mut out, |o| !o.is_empty());
+    match out.remove(0) {
+        Completion::Rdma { wr_id, status } if wr_id == wr => status,
+        c => panic!("expected the RDMA completion of {wr}: {c:?}"),
+    }
+}
+
+/// Two domains (a PD each, as two processes would have) on the emulated NIC: an RDMA write
+/// and read move registered memory between them, counted by the device and the NIC.
+#[test]
+fn rdma_write_and_read_move_registered_memory() {
+    let (ha, hb) = (
+        HwContext::open(&emulated()).unwrap(),
+        HwContext::open(&emulated()).unwrap(),
+    );
+    let mut a = VerbsDevice::open(&ha, 3).unwrap();
+    let b = VerbsDevice::open(&hb, 3).unwrap();
+    assert_eq!(a.max_rdma_size(), emul::MAX_RDMA as usize);
+    let target = app_mem(100_000, 0);
+    let tmr = hb.reg_mr(target, FI_REMOTE_READ | FI_REMOTE_WRITE).unwrap();
+    let src = app_mem(100_000, 0);
+    src.with_mut_slice(|s| s.iter_mut().enumerate().for_each(|(i, x)| *x = i as u8));
+    let smr = ha.reg_mr(src, 0).unwrap();
+    assert_eq!(a.local_key(src), Some(smr.lkey));
+    assert_eq!(a.local_key(src.sub(10, 50).unwrap()), Some(smr.lkey));
+    assert_eq!(a.local_key(target), None, "another domain's registration");
+    let before = emul::rdma_ops();
+    // Write 60,000 bytes at offset 1,000 of the target.
+    let piece = src.sub(0, 60_000).unwrap();
+    let raddr = target.addr() as u64 + 1000;
+    a.post_rdma(rdma(
+        RdmaOp::Write,
+        b.addr(),
+        piece,
+        smr.lkey,
+        raddr,
+        tmr.rkey,
+        5,
+    ))
+    .unwrap();
+    assert_eq!(rdma_status(&mut a, 5), Ok(()));
+    target.with_slice(|t| {
+        assert!(t[..1000].iter().all(|&x| x == 0));
+        assert!(
+            t[1000..61_000]
+                .iter()
+                .enumerate()
+                .all(|(i, &x)| x == i as u8)
+        );
+        assert!(t[61_000..].iter().all(|&x| x == 0));
+    });
+    // Read it back into another registered buffer.
+    let back = app_mem(60_000, 0xee);
+    let bmr = ha.reg_mr(back, 0).unwrap();
+    a.post_rdma(rdma(
+        RdmaOp::Read,
+        b.addr(),
+        back,
+        bmr.lkey,
+        raddr,
+        tmr.rkey,
+        6,
+    ))
+    .unwrap();
+    assert_eq!(rdma_status(&mut a, 6), Ok(()));
+    back.with_slice(|t| assert!(t.iter().enumerate().all(|(i, &x)| x == i as u8)));
+    assert_eq!((a.stats().rdma_writes, a.stats().rdma_reads), (1, 1));
+    let after = emul::rdma_ops();
+    assert!(after.0 > before.0 && after.1 > before.1);
+    // Deregistered memory is no longer the device's.
+    drop(bmr);
+    assert_eq!(a.local_key(back), None);
+}
+
+/// What the target's NIC refuses fails at the initiator with "remote bad address" (EFA status
+/// 7, FI_EINVAL), and a local buffer outside its registration with "invalid lkey" (5); the
+/// target's memory is untouched and the QP keeps working.
+#[test]
+fn rdma_checks_key_bounds_and_access() {
+    let (ha, hb) = (
+        HwContext::open(&emulated()).unwrap(),
+        HwContext::open(&emulated()).unwrap(),
+    );
+    let mut a = VerbsDevice::open(&ha, 3).unwrap();
+    let b = VerbsDevice::open(&hb, 3).unwrap();
+    let target = app_mem(4096, 0);
+    let ro = hb.reg_mr(target, FI_REMOTE_READ).unwrap();
+    let wo_mem = app_mem(4096, 0);
+    let wo = hb.reg_mr(wo_mem, FI_REMOTE_WRITE).unwrap();
+    let src = app_mem(4096, 0x77);
+    let smr = ha.reg_mr(src, 0).unwrap();
+    let base = target.addr() as u64;
+    let cases = [
+        (RdmaOp::Write, base, ro.rkey ^ 0x55, 4096), // wrong key
+        (RdmaOp::Read, base + 1, ro.rkey, 4096),     // past the end
+        (RdmaOp::Read, base - 8, ro.rkey, 16),       // before the start
+        (RdmaOp::Write, base, ro.rkey, 4096),        // no remote write
+        (RdmaOp::WriteData(1), base, ro.rkey, 64),   // no remote write, with data
+        (RdmaOp::Read, wo_mem.addr() as u64, wo.rkey, 8), // no remote read
+        (RdmaOp::Read, base, ro.lkey, 8),            // the lkey is not an rkey
+    ];
+    for (i, &(op, raddr, rkey, len)) in cases.iter().enumerate() {
+        let local = src.sub(0, len).unwrap();
+        a.post_rdma(rdma(op, b.addr(), local, smr.lkey, raddr, rkey, i as u64))
+            .unwrap();
+        let e = rdma_status(&mut a, i as u64).unwrap_err();
+        assert_eq!(e, DevError::RemoteAccess, "case {i}");
+        assert_eq!((e.errno(), e.prov_errno()), (Errno::INVAL, 7));
+    }
+    target.with_slice(|t| assert!(t.iter().all(|&x| x == 0)));
+    wo_mem.with_slice(|t| assert!(t.iter().all(|&x| x == 0)));
+    // A local buffer the lkey does not cover.
+    let unreg = app_mem(16, 0);
+    a.post_rdma(rdma(
+        RdmaOp::Read,
+        b.addr(),
+        unreg,
+        smr.lkey,
+        base,
+        ro.rkey,
+        20,
+    ))
+    .unwrap();
+    let e = rdma_status(&mut a, 20).unwrap_err();
+    assert_eq!(
+        (e, e.errno(), e.prov_errno()),
+        (DevError::LocalKey, Errno::INVAL, 5)
+    );
+    // Still working: a good read.
+    let back = src.sub(0, 8).unwrap();
+    a.post_rdma(rdma(
+        RdmaOp::Read,
+        b.addr(),
+        back,
+        smr.lkey,
+        base,
+        ro.rkey,
+        22,
+    ))
+    .unwrap();
+    assert_eq!(rdma_status(&mut a, 22), Ok(()));
+    src.with_slice(|s| assert!(s[..8].iter().all(|&x| x == 0)));
+    // A peer that is gone: unresponsive remote.
+    let dest = b.addr();
+    drop(b);
+    a.post_rdma(rdma(RdmaOp::Read, dest, back, smr.lkey, base, ro.rkey, 23))
+        .unwrap();
+    assert_eq!(rdma_status(&mut a, 23), Err(DevError::Unreachable));
+}
+
+/// An RDMA write with data lands in registered memory and takes one posted receive at the
+/// target, which reports the data, the length and the sender; with no receive posted it is
+/// refused as a datagram would be (RNR).
+#[test]
+fn rdma_write_with_data_completes_at_the_target() {
+    let (ha, hb) = (
+        HwContext::open(&emulated()).unwrap(),
+        HwContext::open(&emulated()).unwrap(),
+    );
+    let mut a = VerbsDevice::open(&ha, 3).unwrap();
+    a.set_rnr_retry(0);
+    let mut b = VerbsDevice::open(&hb, 3).unwrap();
+    let target = app_mem(256, 0);
+    let tmr = hb.reg_mr(target, FI_REMOTE_WRITE).unwrap();
+    let src = app_mem(256, 0x42);
+    let smr = ha.reg_mr(src, 0).unwrap();
+    let req = rdma(
+        RdmaOp::WriteData(0xfeed_beef),
+        b.addr(),
+        src,
+        smr.lkey,
+        target.addr() as u64,
+        tmr.rkey,
+        1,
+    );
+    a.post_rdma(req).unwrap();
+    assert_eq!(rdma_status(&mut a, 1), Err(DevError::Rnr));
+    b.post_recv(Vec::new(), 77).unwrap();
+    a.post_rdma(RdmaReq { wr_id: 2, ..req }).unwrap();
+    assert_eq!(rdma_status(&mut a, 2), Ok(()));
+    let mut out = Vec::new();
+    pump(&mut [&mut b], &mut out, |o| !o.is_empty());
+    match &out[0] {
+        Completion::WriteData {
+            wr_id,
+            len,
+            data,
+            src,
+            ..
+        } => {
+            assert_eq!((*wr_id, *len, *data), (77, 256, 0xfeed_beef));
+            assert_eq!((src.gid, src.qpn), (a.addr().gid, a.addr().qpn));
+        }
+        c => panic!("{c:?}"),
+    }
+    target.with_slice(|t| assert!(t.iter().all(|&x| x == 0x42)));
+    assert_eq!(b.stats().rdma_writes_received, 1);
+}
+
+/// Registrations: access follows the request, the emulated `efadv_query_mr` answers, and the
+/// NIC refuses remote write without local write (ibv_reg_mr(3)).
+#[test]
+fn registrations_answer_query_mr_and_check_access() {
+    let hw = HwContext::open(&emulated()).unwrap();
+    let mem = app_mem(64, 0);
+    let mr = hw.reg_mr(mem, FI_REMOTE_READ).unwrap();
+    assert_ne!(mr.lkey, mr.rkey);
+    use crate::util::mr::DeviceMr;
+    assert_eq!(mr.ic_ids(), [7, 0, 0, 0]);
+    let v = emul::verbs();
+    // SAFETY: the live PD of `hw`; `mem` is valid.
+    let bad = unsafe { (v.reg_mr)(hw.pd.0, mem.as_ptr().cast(), 64, IBV_ACCESS_REMOTE_WRITE) };
+    assert!(bad.is_null());
+}
+
+/// What a registration lets peers do follows what the application asked for: remote read
+/// for FI_REMOTE_READ and for the sources of long reads (FI_SEND, FI_WRITE), remote write for
+/// FI_REMOTE_WRITE, neither for a receive buffer; the local key covers any registration.
+#[test]
+fn registration_access_follows_the_request() {
+    let hw = HwContext::open(&emulated()).unwrap();
+    let cases = [
+        (FI_REMOTE_READ, true, false),
+        (FI_SEND, true, false),
+        (crate::abi::consts::FI_WRITE, true, false),
+        (FI_REMOTE_WRITE, false, true),
+        (crate::abi::consts::FI_RECV, false, false),
+    ];
+    for (access, read, write) in cases {
+        let mem = app_mem(128, 0);
+        let mr = hw.reg_mr(mem, access).unwrap();
+        assert_eq!(hw.lkey_for(mem.addr(), 128), Some(mr.lkey));
+        assert_eq!(hw.lkey_for(mem.addr() + 64, 64), Some(mr.lkey));
+        assert_eq!(hw.lkey_for(mem.addr() + 64, 65), None, "past the end");
+        let rkey = hw.rkey_for(mem.addr(), 128);
+        assert_eq!(rkey.is_some(), read, "access {access:#x}: remote read");
+        let m = emul::access_of(mr.mr.0);
+        assert_eq!(m & IBV_ACCESS_REMOTE_READ != 0, read, "access {access:#x}");
+        assert_eq!(
+            m & IBV_ACCESS_REMOTE_WRITE != 0,
+            write,
+            "access {access:#x}"
+        );
+        assert_ne!(m & IBV_ACCESS_LOCAL_WRITE, 0);
+    }
+    // efadv_mr_attr as efadv_query_mr(3) gives it (rdma-core 49; not in Debian's headers).
+    assert_eq!(core::mem::size_of::<EfadvMrAttr>(), 16);
+    assert_eq!(core::mem::offset_of!(EfadvMrAttr, ic_id_validity), 8);
+    assert_eq!(core::mem::offset_of!(EfadvMrAttr, rdma_recv_ic_id), 14);
 }
