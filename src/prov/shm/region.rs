@@ -36,8 +36,8 @@ pub const BOUNCE_SIZE: usize = 64 * 1024;
 /// How far ahead of the slot it fills a producer prefetches the next ones (for writing), and
 /// the owner the ones it will pop: the line of a slot was last written on the other side, and
 /// waiting for it was most of the time of a push and of a pop of a small message.
-const PUSH_AHEAD: u64 = 4;
-const POP_AHEAD: u64 = 2;
+const PUSH_AHEAD: u64 = 8;
+const POP_AHEAD: u64 = 4;
 
 const HEADER_SIZE: usize = 256;
 const RING_CTL_OFF: usize = HEADER_SIZE;
