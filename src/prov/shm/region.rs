@@ -33,7 +33,7 @@ pub const CMD_PREFIX: usize = 48;
 pub const BOUNCE_BUFS: usize = 64;
 pub const BOUNCE_SIZE: usize = 64 * 1024;
 
-/// How far ahead of the slot it fills a producer prefetches the next ones (for writing), and
+/// How far ahead of the slot it fills a producer prefetches the next ones, and
 /// the owner the ones it will pop: the line of a slot was last written on the other side, and
 /// waiting for it was most of the time of a push and of a pop of a small message.
 const PUSH_AHEAD: u64 = 8;
@@ -282,7 +282,10 @@ impl Region {
 
     /// Asks the core for the line of slot `i` that holds its sequence word (and a small
     /// command), with intent to write (`write`) or not. Only a hint: nothing is read or
-    /// written, and a wrong guess costs a line transfer.
+    /// written, and a wrong guess costs a line transfer. The write hint becomes a plain
+    /// `prefetcht0` unless the crate is built for PREFETCHW (the default x86_64 target is
+    /// not); issuing PREFETCHW itself, where the processor has it, measured no different
+    /// (8.50 against 8.54 M msg/s at 8 bytes).
     #[inline(always)]
     fn prefetch_slot(&self, i: usize, write: bool) {
         #[cfg(target_arch = "x86_64")]
