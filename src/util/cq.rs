@@ -7,9 +7,10 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
+use super::lock::{SpinGuard, SpinLock};
 use super::progress::{Progress, Sources};
 use super::wait::WaitObj;
 use crate::abi::consts::*;
@@ -74,7 +75,8 @@ pub type ProvStrerror = fn(prov_errno: i32) -> Option<&'static str>;
 
 pub struct Cq {
     attr: CqAttr,
-    queue: Mutex<VecDeque<Slot>>,
+    /// A `SpinLock`: every completion and every read that finds one takes it.
+    queue: SpinLock<VecDeque<Slot>>,
     /// How many entries `queue` held when it was last changed: an empty poll, the common case
     /// of `fi_cq_read` in a loop, reads this instead of taking the lock (two locked
     /// instructions).
@@ -129,7 +131,7 @@ impl Cq {
         let wait = WaitObj::for_attr(attr.wait_obj)?;
         Ok(Arc::new(Cq {
             attr,
-            queue: Mutex::new(VecDeque::with_capacity(attr.size.min(1 << 16))),
+            queue: SpinLock::new(VecDeque::with_capacity(attr.size.min(1 << 16))),
             queued: AtomicUsize::new(0),
             empty_since: AtomicU64::new(0),
             empty_reads: AtomicU32::new(0),
@@ -186,8 +188,8 @@ impl Cq {
         self.sources.progress_all();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Slot>> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, VecDeque<Slot>> {
+        self.queue.lock()
     }
 
     /// Adds a completion (provider side).

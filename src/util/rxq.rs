@@ -7,7 +7,9 @@
 //! provider moves the bytes once a match is made.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use crate::util::lock::{SpinGuard, SpinLock};
 
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
@@ -413,7 +415,9 @@ impl<U> RxQueue<U> {
 /// endpoint that carries its local peers match against the same posted receives. Lock order:
 /// an endpoint's own lock first, then this one; nothing else is locked while this is held.
 #[derive(Debug)]
-pub struct SharedRxQueue<U>(Arc<Mutex<RxQueue<U>>>);
+///
+/// Its lock is a `SpinLock`: every message and every posted receive takes it.
+pub struct SharedRxQueue<U>(Arc<SpinLock<RxQueue<U>>>);
 
 impl<U> Clone for SharedRxQueue<U> {
     fn clone(&self) -> Self {
@@ -423,11 +427,11 @@ impl<U> Clone for SharedRxQueue<U> {
 
 impl<U> SharedRxQueue<U> {
     pub fn new(directed: bool) -> SharedRxQueue<U> {
-        SharedRxQueue(Arc::new(Mutex::new(RxQueue::new(directed))))
+        SharedRxQueue(Arc::new(SpinLock::new(RxQueue::new(directed))))
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, RxQueue<U>> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    pub fn lock(&self) -> SpinGuard<'_, RxQueue<U>> {
+        self.0.lock()
     }
 
     /// fi_cancel(3) of the receive posted with `context`: it leaves the queue and completes

@@ -33,6 +33,12 @@ pub const CMD_PREFIX: usize = 48;
 pub const BOUNCE_BUFS: usize = 64;
 pub const BOUNCE_SIZE: usize = 64 * 1024;
 
+/// How far ahead of the slot it fills a producer prefetches the next ones, and
+/// the owner the ones it will pop: the line of a slot was last written on the other side, and
+/// waiting for it was most of the time of a push and of a pop of a small message.
+const PUSH_AHEAD: u64 = 8;
+const POP_AHEAD: u64 = 4;
+
 const HEADER_SIZE: usize = 256;
 const RING_CTL_OFF: usize = HEADER_SIZE;
 const RING_OFF: usize = RING_CTL_OFF + 128;
@@ -274,6 +280,36 @@ impl Region {
             .wrapping_add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE + 8)
     }
 
+    /// Asks the core for the line of slot `i` that holds its sequence word (and a small
+    /// command), with intent to write (`write`) or not. Only a hint: nothing is read or
+    /// written, and a wrong guess costs a line transfer. The write hint becomes a plain
+    /// `prefetcht0` unless the crate is built for PREFETCHW (the default x86_64 target is
+    /// not); issuing PREFETCHW itself, where the processor has it, measured no different
+    /// (8.50 against 8.54 M msg/s at 8 bytes).
+    #[inline(always)]
+    fn prefetch_slot(&self, i: usize, write: bool) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
+            let p = self
+                .map
+                .as_ptr()
+                .wrapping_add(RING_OFF + (i % RING_SLOTS) * SLOT_SIZE)
+                .cast::<i8>();
+            // SAFETY: a prefetch never faults and changes no memory (SSE, part of x86_64);
+            // the address lies inside the mapping all the same.
+            unsafe {
+                if write {
+                    _mm_prefetch::<_MM_HINT_ET0>(p);
+                } else {
+                    _mm_prefetch::<_MM_HINT_T0>(p);
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (i, write);
+    }
+
     /// Appends the first `used` bytes of a command (any process); the rest of the slot keeps
     /// stale bytes that the owner does not read. False when the ring is full.
     pub fn push(&self, cmd: &[u8; CMD_SIZE], used: usize) -> bool {
@@ -302,6 +338,7 @@ impl Region {
                         };
                         self.slot_seq(pos as usize)
                             .store(pos.wrapping_add(1), Ordering::Release);
+                        self.prefetch_slot(pos.wrapping_add(PUSH_AHEAD) as usize, true);
                         return true;
                     }
                     Err(p) => pos = p,
@@ -347,6 +384,7 @@ impl Region {
             )
         };
         head.store(pos.wrapping_add(1), Ordering::Relaxed);
+        self.prefetch_slot(pos.wrapping_add(POP_AHEAD) as usize, false);
         true
     }
 

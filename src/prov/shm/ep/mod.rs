@@ -37,7 +37,7 @@ mod tx;
 pub use rx::Pending;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use super::cmd::*;
@@ -144,6 +144,11 @@ pub struct ShmEndpoint {
     cma: bool,
     inner: Mutex<Inner>,
     idle: Arc<IdleHint>,
+    /// `Inner::rxq`, reachable without the endpoint's lock: a receive that matches nothing
+    /// waiting is posted under the queue's lock alone (`post_recv`).
+    rxq: SharedRxQueue<Pending>,
+    /// `Inner::enabled`, readable without the lock.
+    live: AtomicBool,
 }
 
 /// Whether a progress call would find nothing to do, for pollers that have not locked the
@@ -295,6 +300,8 @@ impl ShmEndpoint {
             caps,
             flags: OpFlags::new(tx_flags, rx_flags),
             cma: cma_enabled(),
+            rxq: rxq.clone(),
+            live: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 enabled: false,
                 closed: false,
@@ -473,6 +480,7 @@ impl Endpoint for ShmEndpoint {
         g.token = token;
         g.region = Some(region);
         g.enabled = true;
+        self.live.store(true, Ordering::Release);
         Ok(())
     }
 
@@ -655,6 +663,7 @@ impl Endpoint for ShmEndpoint {
         let mut g = self.lock();
         g.closed = true;
         g.enabled = false;
+        self.live.store(false, Ordering::Release);
         // Responses still waiting for room (an ACK) get one more chance: a peer may be
         // waiting for them.
         if !g.outbox.is_empty() {

@@ -14,6 +14,8 @@ use crate::sys::cma;
 use crate::sys::mem::{IoVec, iov_len, scatter};
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::MsgOp;
+use std::sync::atomic::Ordering;
+
 use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected, complete_discard};
 
 /// What an unexpected message holds until a receive matches it.
@@ -142,15 +144,42 @@ impl ShmEndpoint {
         if flags & FI_MULTI_RECV != 0 && (tagged || self.caps & FI_MULTI_RECV == 0) {
             return Err(Errno::BADFLAGS);
         }
-        let mut g = self.lock();
-        if !g.enabled {
-            return Err(Errno::OPBADSTATE);
-        }
         let src = if self.caps & FI_DIRECTED_RECV != 0 {
             op.addr
         } else {
             FI_ADDR_UNSPEC
         };
+        // The common receive (no peek, claim or multi-receive) takes only the queue's lock,
+        // which also orders it against arrivals (`handle_msg` matches and parks under it); the
+        // endpoint's lock only when a waiting message matched. Posting a window of receives
+        // took two locks each, four locked instructions, a third of the receive side's time
+        // in the library at 8 bytes.
+        let special = if tagged {
+            FI_PEEK | FI_CLAIM
+        } else {
+            FI_MULTI_RECV
+        };
+        if flags & special == 0 {
+            if !self.live.load(Ordering::Acquire) {
+                return Err(Errno::OPBADSTATE);
+            }
+            let mut q = self.rxq.lock();
+            // A directed receive may need the sources of waiting messages resolved first.
+            if src == FI_ADDR_UNSPEC || !q.has_unknown_sources() {
+                let recv = Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
+                if let PostOutcome::Matched(m) = q.post(recv, tagged) {
+                    drop(q);
+                    let (recv, u) = *m;
+                    let mut g = self.lock();
+                    self.deliver(&mut g, recv, tagged, u);
+                }
+                return Ok(());
+            }
+        }
+        let mut g = self.lock();
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
         if src != FI_ADDR_UNSPEC && g.rxq.lock().has_unknown_sources() {
             self.resolve_sources(&mut g);
         }
