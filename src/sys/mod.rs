@@ -5,6 +5,7 @@
 pub mod checksum;
 pub mod cma;
 pub mod dl;
+pub mod lock;
 pub mod long_double;
 pub mod mem;
 pub mod netif;

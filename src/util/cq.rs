@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 
-use super::lock::{SpinGuard, SpinLock};
 use super::progress::{Progress, Sources};
 use super::wait::WaitObj;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
+use crate::sys::lock::{SpinGuard, SpinLock};
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CqEntry {

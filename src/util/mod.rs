@@ -10,7 +10,6 @@ pub mod cq;
 pub mod ep;
 pub mod eq;
 pub mod hash;
-pub mod lock;
 pub mod mr;
 pub mod progress;
 pub mod provider;

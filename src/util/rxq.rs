@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::util::lock::{SpinGuard, SpinLock};
+use crate::sys::lock::{SpinGuard, SpinLock};
 
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};

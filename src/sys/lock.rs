@@ -6,8 +6,8 @@
 //! peer's ring). This lock releases with a plain store, one locked instruction per pair.
 //! Waiters never sleep in the kernel: they spin a little, then yield, then sleep briefly (a
 //! real-time waiter that only yielded could keep a lower-priority holder off its core).
-//! Meant for sections that hold no other lock for long and never block.
-#![allow(unsafe_code)]
+//! Meant for sections that hold no other lock for long and never block. In `sys` because it
+//! hands out its value through an `UnsafeCell`.
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
