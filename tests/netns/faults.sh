@@ -149,10 +149,11 @@ case_() {
 # a second more. A fixed delay from the client's start once let a loaded machine's client
 # still be in its out-of-band (TCP) address exchange when the link went down: TCP rode out
 # the 12 s outage, no libfabric traffic was outstanding during it, and the case saw success.
+# $1: the server's log (default: the case's).
 started() {
 	local w
 	for w in $(seq 100); do
-		grep -q ' route .*: device' "$log/srv" 2>/dev/null && break
+		grep -q ' route .*: device' "${1:-$log/srv}" 2>/dev/null && break
 		sleep 0.1
 	done
 	sleep 0.5
@@ -219,12 +220,7 @@ restart_case() {
 	# Killed mid-transfer: once the server has chosen the client's path (its first packet
 	# came; logged at info), and half a second more. A fixed second once found both sides
 	# still filling their 1 GiB of buffers, and no datagram left to go stale.
-	local w
-	for w in $(seq 100); do
-		grep -q ' route .*: device' "$log/srv1" 2>/dev/null && break
-		sleep 0.1
-	done
-	sleep 0.5
+	started "$log/srv1"
 	pkill -9 -f "^$bindir/rma_bw -p efa -s 10.77.0.1 -B $port "
 	wait $s1
 	"${srv[@]}" -S 1m -I 2000 -v >"$log/srv2" 2>&1 &

@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use super::device::{Completion, Device, EfaAddr, HEADROOM};
+use super::device::{self, Completion, Device, EfaAddr, HEADROOM};
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::sys::mem::{gather, iov_len, scatter};
@@ -111,12 +111,7 @@ impl DgramEndpoint {
                         g.posted += 1;
                     }
                 }
-                Completion::Run { buf } => {
-                    let done = core::mem::replace(&mut run, buf);
-                    if !done.is_empty() {
-                        g.dev.return_run(done);
-                    }
-                }
+                Completion::Run { buf } => device::next_run(&mut *g.dev, &mut run, buf),
                 Completion::RecvInRun {
                     buf, off, len, src, ..
                 } => {

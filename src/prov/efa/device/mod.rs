@@ -402,6 +402,15 @@ pub trait Device: Send {
     fn abandon(&mut self, dest: EfaAddr);
 }
 
+/// Makes `buf`, just handed up in a [`Completion::Run`], the run that the `RecvInRun`
+/// completions after it point into, and gives the previous one back to the device.
+pub fn next_run(dev: &mut dyn Device, run: &mut Vec<u8>, buf: Vec<u8>) {
+    let done = core::mem::replace(run, buf);
+    if !done.is_empty() {
+        dev.return_run(done);
+    }
+}
+
 /// Size every receive buffer must have.
 pub fn recv_buf_len(mtu: usize) -> usize {
     mtu + HEADROOM

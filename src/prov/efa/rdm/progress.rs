@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::ep::*;
 use super::quiet::{DEVICE_QUIET, QUIET_POLL_PERIOD};
 use crate::core::Errno;
-use crate::prov::efa::device::{Completion, DevError, HEADROOM};
+use crate::prov::efa::device::{self, Completion, DevError, HEADROOM};
 use crate::sys::mem::IoVec;
 use crate::util::Progress;
 use crate::util::provider::Idle;
@@ -309,12 +309,7 @@ impl RdmEndpoint {
                             Err((_, b)) => g.recycle(b),
                         }
                     }
-                    Completion::Run { buf } => {
-                        let done = core::mem::replace(&mut run, buf);
-                        if !done.is_empty() {
-                            g.dev.return_run(done);
-                        }
-                    }
+                    Completion::Run { buf } => device::next_run(&mut *g.dev, &mut run, buf),
                     Completion::RecvInRun {
                         buf, off, len, src, ..
                     } => {
