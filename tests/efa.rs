@@ -76,3 +76,100 @@ fn the_software_device_emulates_every_one_sided_operation() {
     let (_m, v) = buf(64);
     assert!(a.reg(v, FI_REMOTE_READ, 0).device().is_none());
 }
+
+/// Writes, reads and atomics are bounded as sends are: an application that posts without
+/// polling is refused with FI_EAGAIN once the transmit queue (`fi_tx_size_left`) is full,
+/// instead of having its operations queued without end, and everything taken completes, intact,
+/// once it polls.
+#[test]
+fn a_full_transmit_queue_refuses_one_sided_operations_with_eagain() {
+    let (a, b, ab, _) = pair();
+    let (target, tv) = buf(64);
+    let mr = b.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
+    let key = mr.key();
+    let addr = target.as_ptr() as u64;
+    let (src, sv) = buf(8);
+    src.copy_from_slice(&7u64.to_ne_bytes());
+    let (back, bv) = buf(8);
+    let ioc = [fi_rma_ioc {
+        addr: addr + 8,
+        count: 1,
+        key,
+    }];
+    type Post<'a> = Box<dyn Fn(usize) -> Result<(), Errno> + 'a>;
+    let rma = [fi_rma_iov { addr, len: 8, key }];
+    let posts: [(&str, Post); 3] = [
+        (
+            "write",
+            Box::new(|ctx| a.ep.write(&rma_op(&[sv], ab, &rma, ctx))),
+        ),
+        (
+            "read",
+            Box::new(|ctx| a.ep.read(&rma_op(&[bv], ab, &rma, ctx))),
+        ),
+        (
+            "atomic",
+            Box::new(|ctx| {
+                a.ep.atomic(&AtomicOp {
+                    kind: AtomicKind::Write,
+                    iov: &[sv],
+                    desc: &[],
+                    compare: &[],
+                    compare_desc: &[],
+                    result: &[],
+                    result_desc: &[],
+                    addr: ab,
+                    rma_ioc: &ioc,
+                    datatype: FI_UINT64,
+                    op: FI_SUM,
+                    context: ctx,
+                    data: 0,
+                    flags: 0,
+                    call: Call::Plain,
+                })
+            }),
+        ),
+    ];
+    for (what, post) in posts {
+        let room = a.ep.tx_size_left().unwrap();
+        assert!(room > 0, "{what}: an idle endpoint has room");
+        let mut taken = 0;
+        let refused = loop {
+            match post(1000 + taken) {
+                Ok(()) => taken += 1,
+                Err(e) => break e,
+            }
+            assert!(
+                taken <= room,
+                "{what}: more taken than fi_tx_size_left said"
+            );
+        };
+        assert_eq!(refused, Errno::AGAIN, "{what} past a full queue");
+        assert!(
+            taken > 0 && taken <= room,
+            "{what}: {taken} taken of {room}"
+        );
+        assert_eq!(a.ep.tx_size_left().unwrap(), room - taken);
+        for _ in 0..taken {
+            let c = wait_ok(&a, &b);
+            assert!(
+                (1000..1000 + taken).contains(&c.op_context),
+                "{what}: {c:?}"
+            );
+        }
+        assert_eq!(
+            a.ep.tx_size_left().unwrap(),
+            room,
+            "{what}: the queue drains"
+        );
+    }
+    assert_eq!(u64::from_ne_bytes(target[..8].try_into().unwrap()), 7);
+    assert_eq!(u64::from_ne_bytes(back[..].try_into().unwrap()), 7);
+    // Every atomic added 7 once.
+    assert_eq!(
+        u64::from_ne_bytes(target[8..16].try_into().unwrap()) % 7,
+        0,
+        "atomic sums"
+    );
+    assert!(u64::from_ne_bytes(target[8..16].try_into().unwrap()) > 0);
+}

@@ -695,7 +695,7 @@ impl Endpoint for RdmEndpoint {
         if !g.enabled {
             return Err(Errno::OPBADSTATE);
         }
-        Ok((g.knobs.tx_size * 4).saturating_sub(g.txes.len()))
+        Ok((g.knobs.tx_size.max(1) * 4).saturating_sub(g.txes.len()))
     }
 
     fn rx_size_left(&self) -> Result<usize> {

@@ -375,6 +375,11 @@ impl RdmEndpoint {
         if flags & FI_INJECT != 0 && len > super::inject_size(g.mtu) {
             return Err(Errno::MSGSIZE);
         }
+        // The transmit queue is as deep for one-sided operations as for sends
+        // (fi_tx_size_left): past it the application polls and retries (fi_rma(3) EAGAIN).
+        if g.tx_full() {
+            return Err(Errno::AGAIN);
+        }
         let peer = g.peer_for(op.addr)?;
         if let Some(shm) = self.route(&mut g, peer) {
             drop(g);
@@ -439,6 +444,9 @@ impl RdmEndpoint {
             || flags & FI_INJECT != 0 && len > super::inject_size(g.mtu)
         {
             return Err(Errno::MSGSIZE);
+        }
+        if g.tx_full() {
+            return Err(Errno::AGAIN);
         }
         let peer = g.peer_for(op.addr)?;
         if let Some(shm) = self.route(&mut g, peer) {

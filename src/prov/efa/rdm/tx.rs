@@ -39,6 +39,13 @@ pub(super) const BULK_ZERO_COPY_MIN: usize = 1024;
 // ---- completions ----
 
 impl Inner {
+    /// Whether the transmit queue is full: operations in progress up to four times the
+    /// transmit context size (`tx_size_left` counts the same); sends, writes, reads and
+    /// atomics past it are refused with `FI_EAGAIN`, never queued without bound.
+    pub(super) fn tx_full(&self) -> bool {
+        self.txes.len() >= self.knobs.tx_size.max(1) * 4
+    }
+
     fn cq_flags(kind: TxKind) -> u64 {
         match kind {
             TxKind::Msg => FI_SEND | FI_MSG,
@@ -489,7 +496,7 @@ impl RdmEndpoint {
         if flags & FI_INJECT != 0 && len > super::inject_size(g.mtu) {
             return Err(Errno::MSGSIZE);
         }
-        if g.txes.len() >= g.knobs.tx_size.max(1) * 4 {
+        if g.tx_full() {
             return Err(Errno::AGAIN);
         }
         let peer = g.peer_for(op.addr)?;
