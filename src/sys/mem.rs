@@ -172,16 +172,27 @@ pub fn iov_len(iov: &[IoVec]) -> usize {
     iov.iter().map(|v| v.len).sum()
 }
 
-/// The bytes `[off, off + n)` of the list as one piece of memory, when they lie in one entry
-/// (what a zero-copy send can hand the kernel as it is).
-pub fn piece(iov: &[IoVec], mut off: usize, n: usize) -> Option<IoVec> {
+/// The entry holding logical offset `off`, and the offset within it.
+fn entry_at(iov: &[IoVec], mut off: usize) -> Option<(&IoVec, usize)> {
     for v in iov {
         if off < v.len {
-            return v.sub(off, n);
+            return Some((v, off));
         }
         off -= v.len;
     }
     None
+}
+
+/// The bytes `[off, off + n)` of the list as one piece of memory, when they lie in one entry
+/// (what a zero-copy send can hand the kernel as it is).
+pub fn piece(iov: &[IoVec], off: usize, n: usize) -> Option<IoVec> {
+    entry_at(iov, off).and_then(|(v, o)| v.sub(o, n))
+}
+
+/// The piece of the list from `off` to the end of the entry holding it, at most `max` bytes
+/// (one device work request's worth of contiguous memory).
+pub fn piece_upto(iov: &[IoVec], off: usize, max: usize) -> Option<IoVec> {
+    entry_at(iov, off).and_then(|(v, o)| v.sub(o, (v.len - o).min(max)))
 }
 
 /// Copies bytes of the list, starting at logical offset `off`, into `dst`; returns bytes copied.

@@ -11,11 +11,10 @@
 
 use super::ep::*;
 use super::pkt::{self, Req, ReqHdr, RmaIov};
-use super::rma::piece_at;
 use crate::abi::consts::*;
 use crate::core::Errno;
 use crate::prov::efa::device::{DevError, HEADROOM, RdmaOp, RdmaReq};
-use crate::sys::mem::{IoVec, iov_len, scatter};
+use crate::sys::mem::{IoVec, iov_len, piece_upto, scatter};
 use crate::util::cq::CqErrEntry;
 
 impl Inner {
@@ -278,7 +277,7 @@ impl RdmEndpoint {
             let n = room.min(rleft).min(max);
             let piece = match &lr.staging {
                 Some(s) => s.mem().sub(off, n).map(|m| (m, Some(s.lkey()))),
-                None => piece_at(&local, off, n).map(|m| (m, None)),
+                None => piece_upto(&local, off, n).map(|m| (m, None)),
             };
             let Some((mem, lkey)) = piece else {
                 lr.failed = Some(DevError::LocalKey);

@@ -12,7 +12,7 @@ use super::pkt::{self, ReqHdr, RmaIov};
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::device::{DevError, EfaAddr, RdmaOp, RdmaReq};
-use crate::sys::mem::{IoVec, gather, iov_len};
+use crate::sys::mem::{gather, iov_len, piece_upto};
 use crate::util::Endpoint;
 use crate::util::cq::CqEntry;
 use crate::util::ep::{AtomicKind, AtomicOp, RmaOp};
@@ -81,7 +81,7 @@ impl Inner {
                 return;
             }
             let off = t.queued;
-            let Some(local) = piece_at(&t.iov, off, max) else {
+            let Some(local) = piece_upto(&t.iov, off, max) else {
                 return self.fail_tx(id, Errno::INVAL, 0);
             };
             let n = local.len();
@@ -292,18 +292,6 @@ impl Inner {
             },
         );
     }
-}
-
-/// The piece of `iov` at byte `off`: the rest of the entry holding it, at most `max` bytes.
-pub(super) fn piece_at(iov: &[IoVec], off: usize, max: usize) -> Option<IoVec> {
-    let mut o = off;
-    for v in iov {
-        if o < v.len() {
-            return v.sub(o, (v.len() - o).min(max));
-        }
-        o -= v.len();
-    }
-    None
 }
 
 impl RdmEndpoint {

@@ -407,30 +407,34 @@ impl Nic {
                 break;
             }
         }
+        let e = self.recv_entry(&p, tpd, rwr, IBV_WC_RECV, 0);
+        self.complete(rcq, e);
+        self.send_done(p.from, p.wr_id, 0);
+        Ok(())
+    }
+
+    /// The receive completion of `p` on a QP of protection domain `tpd`: the sender named by
+    /// its address handle there, or by its GID when the receiver has none (as EFA reports).
+    fn recv_entry(&self, p: &Pending, tpd: usize, wr_id: u64, opcode: u32, imm: u32) -> Entry {
         let src_qp = self.qps.get(&p.from).map_or(0, |q| q.qpn);
         let ahn = self
             .ahs
             .values()
             .find(|a| a.pd == tpd && a.gid == GID)
             .map(|a| u32::from(a.ahn));
-        self.complete(
-            rcq,
-            Entry {
-                wc: Wc {
-                    wr_id: rwr,
-                    status: IBV_WC_SUCCESS,
-                    vendor_err: 0,
-                    opcode: IBV_WC_RECV,
-                    byte_len: p.data.len() as u32,
-                    src_qp,
-                    slid: ahn.unwrap_or(EFA_AHN_UNKNOWN),
-                    imm: 0,
-                },
-                sgid: ahn.is_none().then_some(GID),
+        Entry {
+            wc: Wc {
+                wr_id,
+                status: IBV_WC_SUCCESS,
+                vendor_err: 0,
+                opcode,
+                byte_len: p.data.len() as u32,
+                src_qp,
+                slid: ahn.unwrap_or(EFA_AHN_UNKNOWN),
+                imm,
             },
-        );
-        self.send_done(p.from, p.wr_id, 0);
-        Ok(())
+            sgid: ahn.is_none().then_some(GID),
+        }
     }
 
     /// An RDMA write with immediate: the target range is checked first (a bad one fails
@@ -464,28 +468,8 @@ impl Nic {
         // write access (checked just above), valid until deregistered (ibv_reg_mr(3)).
         unsafe { core::ptr::copy(p.data.as_ptr(), remote as *mut u8, p.data.len()) };
         RDMA_WRITES.fetch_add(1, Ordering::Relaxed);
-        let src_qp = self.qps.get(&p.from).map_or(0, |q| q.qpn);
-        let ahn = self
-            .ahs
-            .values()
-            .find(|a| a.pd == tpd && a.gid == GID)
-            .map(|a| u32::from(a.ahn));
-        self.complete(
-            rcq,
-            Entry {
-                wc: Wc {
-                    wr_id: rwr,
-                    status: IBV_WC_SUCCESS,
-                    vendor_err: 0,
-                    opcode: IBV_WC_RECV_RDMA_WITH_IMM,
-                    byte_len: p.data.len() as u32,
-                    src_qp,
-                    slid: ahn.unwrap_or(EFA_AHN_UNKNOWN),
-                    imm,
-                },
-                sgid: ahn.is_none().then_some(GID),
-            },
-        );
+        let e = self.recv_entry(&p, tpd, rwr, IBV_WC_RECV_RDMA_WITH_IMM, imm);
+        self.complete(rcq, e);
         self.send_done_op(p.from, p.wr_id, 0, IBV_WC_RDMA_WRITE);
         Ok(())
     }
