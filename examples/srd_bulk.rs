@@ -66,10 +66,11 @@ fn main() {
                             let _ = rx.post_recv(buf, wr_id);
                         }
                         Completion::Run { buf } => rx.return_run(buf),
-                        // No RDMA on the software device.
+                        // No RDMA on the software device, and no placements named here.
                         Completion::Send { .. }
                         | Completion::Rdma { .. }
-                        | Completion::WriteData { .. } => {}
+                        | Completion::WriteData { .. }
+                        | Completion::Placed { .. } => {}
                     }
                 }
                 rx.flush();

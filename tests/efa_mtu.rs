@@ -21,9 +21,8 @@ use fabric::prov::efa::rdm::RdmEndpoint;
 use fabric::prov::efa::srd::{Config, US};
 use fabric::prov::efa::{EFA, EfaDomain, inject_size};
 use fabric::sys::mem::IoVec;
-use fabric::util::cq::{Cq, CqAttr, CqEntry, CqErrEntry};
+use fabric::util::cq::{CqEntry, CqErrEntry};
 use fabric::util::ep::{AtomicKind, AtomicOp, Call, MsgOp};
-use fabric::util::{Bind, Provider};
 
 const CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE;
 const BIG: usize = 8192;
@@ -46,15 +45,9 @@ fn domain() -> (Arc<dyn fabric::util::Domain>, Info) {
         ..Default::default()
     };
     hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
-    let prov: &dyn Provider = &EFA;
-    let info = prov
-        .getinfo(fi_version(2, 6), None, None, 0, Some(&hints))
-        .expect("getinfo")
-        .into_iter()
-        .find(|i| i.domain_attr.name.as_deref() == Some("srd_lo-rdm"))
-        .expect("srd_lo");
-    let fabric = prov.fabric(&info.fabric_attr).expect("fabric");
-    (fabric.domain(&info).expect("domain"), info)
+    domain_of(&EFA, &hints, |i| {
+        i.domain_attr.name.as_deref() == Some("srd_lo-rdm")
+    })
 }
 
 /// An RDM endpoint of `domain` on a simulated device of `mtu` bytes.
@@ -70,35 +63,7 @@ fn sim_node(
         .expect("an efa domain");
     let dev = SimDevice::open(net, mtu, Config::default());
     let ep = efa.endpoint_on(info, Box::new(dev)).expect("endpoint");
-    let cq = Cq::new(&CqAttr {
-        size: 4096,
-        flags: 0,
-        format: FI_CQ_FORMAT_TAGGED,
-        wait_obj: FI_WAIT_UNSPEC,
-        wait_cond: 0,
-    })
-    .unwrap();
-    let av = domain.av_open(&Default::default()).unwrap();
-    let cntr_attr = fabric::util::cntr::CntrAttr {
-        events: FI_CNTR_EVENTS_COMP,
-        wait_obj: FI_WAIT_UNSPEC,
-        flags: 0,
-    };
-    let cntr = fabric::util::cntr::Cntr::new(&cntr_attr).unwrap();
-    let rcntr = fabric::util::cntr::Cntr::new(&cntr_attr).unwrap();
-    ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
-        .unwrap();
-    ep.bind(Bind::Av(av.clone()), 0).unwrap();
-    ep.enable().unwrap();
-    Node {
-        domain: domain.clone(),
-        ep,
-        cq,
-        av,
-        cntr,
-        rcntr,
-        info: info.clone(),
-    }
+    Node::with_endpoint(domain, info, ep)
 }
 
 fn rdm(n: &Node) -> &RdmEndpoint {

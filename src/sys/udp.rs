@@ -11,6 +11,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::{Errno, Result};
+use crate::sys::mem::IoVec;
 
 /// Most datagrams moved per system call.
 pub const BATCH: usize = 32;
@@ -213,34 +214,74 @@ impl UdpSock {
         bufs: &mut [Vec<u8>],
         out: &mut Vec<(usize, SocketAddr, usize)>,
     ) -> usize {
+        self.recv_batch_split(bufs, &[], out)
+    }
+
+    /// As [`recv_batch`](Self::recv_batch), but message `i < split.len()` is received with
+    /// its bytes `[head, head + dst.len())` in `dst` (`split[i] = (head, dst)`) rather than in
+    /// `bufs[i]`: the buffer keeps the rest in place, `[..head]` and from `head + dst.len()`
+    /// on, so that copying `dst` back into the gap makes the datagram whole. A split that does
+    /// not fit its buffer receives into the buffer alone.
+    pub fn recv_batch_split(
+        &mut self,
+        bufs: &mut [Vec<u8>],
+        split: &[(usize, IoVec)],
+        out: &mut Vec<(usize, SocketAddr, usize)>,
+    ) -> usize {
         out.clear();
         let n = bufs.len().min(BATCH);
         if n == 0 {
             return 0;
         }
-        let mut iov: [libc::iovec; BATCH] = [libc::iovec {
+        let empty = libc::iovec {
             iov_base: core::ptr::null_mut(),
             iov_len: 0,
-        }; BATCH];
+        };
+        let mut iov: [[libc::iovec; 3]; BATCH] = [[empty; 3]; BATCH];
         // SAFETY: all-zero msghdrs and sockaddr_storages are valid.
         let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
         let fd = self.fd();
         let RecvScratch { names, cmsgs } = &mut *self.rx_scratch;
         for i in 0..n {
-            iov[i] = libc::iovec {
-                iov_base: bufs[i].as_mut_ptr().cast(),
-                iov_len: bufs[i].len(),
+            let buf = &mut bufs[i];
+            let parts = match split.get(i) {
+                Some(&(head, dst)) if head + dst.len() <= buf.len() && !dst.is_empty() => {
+                    let rest = head + dst.len();
+                    iov[i] = [
+                        libc::iovec {
+                            iov_base: buf.as_mut_ptr().cast(),
+                            iov_len: head,
+                        },
+                        libc::iovec {
+                            iov_base: dst.as_ptr().cast(),
+                            iov_len: dst.len(),
+                        },
+                        libc::iovec {
+                            iov_base: buf[rest..].as_mut_ptr().cast(),
+                            iov_len: buf.len() - rest,
+                        },
+                    ];
+                    3
+                }
+                _ => {
+                    iov[i][0] = libc::iovec {
+                        iov_base: buf.as_mut_ptr().cast(),
+                        iov_len: buf.len(),
+                    };
+                    1
+                }
             };
             let h = &mut hdrs[i].msg_hdr;
-            h.msg_iov = &mut iov[i];
-            h.msg_iovlen = 1;
+            h.msg_iov = iov[i].as_mut_ptr();
+            h.msg_iovlen = parts;
             h.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
             h.msg_namelen = core::mem::size_of::<libc::sockaddr_storage>() as u32;
             h.msg_control = cmsgs[i].0.as_mut_ptr().cast();
             h.msg_controllen = cmsgs[i].0.len();
         }
-        // SAFETY: every header points at a live buffer of the stated length, a name slot and
-        // a control block; all of them outlive the call.
+        // SAFETY: every header points at live buffers of the stated lengths (a split's `dst` is
+        // memory the caller may write, `IoVec`'s contract), a name slot and a control block;
+        // all of them outlive the call.
         let r = unsafe {
             libc::recvmmsg(
                 fd,

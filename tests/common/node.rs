@@ -17,6 +17,44 @@ use fabric::util::ep::{Call, MsgOp, RmaOp};
 use fabric::util::mr::{Mr, MrRequest};
 use fabric::util::{Bind, Domain, Endpoint, Provider};
 
+/// The domain of the first getinfo entry `pick` accepts, and that entry.
+pub fn domain_of(
+    prov: &dyn Provider,
+    hints: &Info,
+    pick: impl Fn(&Info) -> bool,
+) -> (Arc<dyn Domain>, Info) {
+    let info = prov
+        .getinfo(fi_version(2, 6), None, None, 0, Some(hints))
+        .expect("getinfo")
+        .into_iter()
+        .find(|i| pick(i))
+        .expect("no matching getinfo entry");
+    let fabric = prov.fabric(&info.fabric_attr).expect("fabric");
+    (fabric.domain(&info).expect("domain"), info)
+}
+
+/// A node's CQ (4096 tagged entries), AV, and its two completion counters.
+fn queues(domain: &Arc<dyn Domain>) -> (Arc<Cq>, Arc<Av>, Arc<Cntr>, Arc<Cntr>) {
+    let cq = Cq::new(&CqAttr {
+        size: 4096,
+        flags: 0,
+        format: FI_CQ_FORMAT_TAGGED,
+        wait_obj: FI_WAIT_UNSPEC,
+        wait_cond: 0,
+    })
+    .unwrap();
+    let av = domain.av_open(&AvAttr::default()).unwrap();
+    let counter = || {
+        Cntr::new(&CntrAttr {
+            events: FI_CNTR_EVENTS_COMP,
+            wait_obj: FI_WAIT_UNSPEC,
+            flags: 0,
+        })
+        .unwrap()
+    };
+    (cq, av, counter(), counter())
+}
+
 /// A buffer that outlives every operation of a test.
 pub fn buf(n: usize) -> (&'static mut [u8], IoVec) {
     let s: &'static mut [u8] = Box::leak(vec![0u8; n].into_boxed_slice());
@@ -61,6 +99,25 @@ impl Node {
         Self::open_configured(prov, hints, pick, |_| ())
     }
 
+    /// An endpoint made outside `fi_endpoint` (on a device of the test's choosing), with a CQ
+    /// and AV of `domain` bound, enabled.
+    pub fn with_endpoint(domain: &Arc<dyn Domain>, info: &Info, ep: Arc<dyn Endpoint>) -> Node {
+        let (cq, av, cntr, rcntr) = queues(domain);
+        ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
+            .unwrap();
+        ep.bind(Bind::Av(av.clone()), 0).unwrap();
+        ep.enable().unwrap();
+        Node {
+            domain: domain.clone(),
+            ep,
+            cq,
+            av,
+            cntr,
+            rcntr,
+            info: info.clone(),
+        }
+    }
+
     /// Like `open_hints`, with `configure` run on the endpoint before `fi_enable` (options).
     pub fn open_configured(
         prov: &dyn Provider,
@@ -68,37 +125,9 @@ impl Node {
         pick: impl Fn(&Info) -> bool,
         configure: impl FnOnce(&dyn Endpoint),
     ) -> Node {
-        let hints = hints.clone();
-        let info = prov
-            .getinfo(fi_version(2, 6), None, None, 0, Some(&hints))
-            .expect("getinfo")
-            .into_iter()
-            .find(|i| pick(i))
-            .expect("no matching getinfo entry");
-        let fabric = prov.fabric(&info.fabric_attr).expect("fabric");
-        let domain = fabric.domain(&info).expect("domain");
+        let (domain, info) = domain_of(prov, hints, pick);
         let ep = domain.endpoint(&info).expect("endpoint");
-        let cq = Cq::new(&CqAttr {
-            size: 4096,
-            flags: 0,
-            format: FI_CQ_FORMAT_TAGGED,
-            wait_obj: FI_WAIT_UNSPEC,
-            wait_cond: 0,
-        })
-        .unwrap();
-        let av = domain.av_open(&AvAttr::default()).unwrap();
-        let cntr = Cntr::new(&CntrAttr {
-            events: FI_CNTR_EVENTS_COMP,
-            wait_obj: FI_WAIT_UNSPEC,
-            flags: 0,
-        })
-        .unwrap();
-        let rcntr = Cntr::new(&CntrAttr {
-            events: FI_CNTR_EVENTS_COMP,
-            wait_obj: FI_WAIT_UNSPEC,
-            flags: 0,
-        })
-        .unwrap();
+        let (cq, av, cntr, rcntr) = queues(&domain);
         ep.bind(Bind::Cq(cq.clone()), FI_TRANSMIT | FI_RECV)
             .unwrap();
         ep.bind(Bind::Av(av.clone()), 0).unwrap();

@@ -125,7 +125,8 @@ impl DgramEndpoint {
                 }
                 // DGRAM endpoints post no RDMA; a peer's RDMA write with data into a DGRAM
                 // domain's memory is not a datagram: its receive goes back on the device.
-                Completion::WriteData { buf, .. } => {
+                // DGRAM endpoints name no placements (`Device::poll_placed`): none completes.
+                Completion::WriteData { buf, .. } | Completion::Placed { buf, .. } => {
                     g.posted -= 1;
                     if g.dev.post_recv(buf, 0).is_ok() {
                         g.posted += 1;

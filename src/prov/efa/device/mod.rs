@@ -226,6 +226,26 @@ pub struct RdmaReq {
     pub wr_id: u64,
 }
 
+/// Bytes of packet header a [`Placement`] names: an RDM CTSDATA header with its connid.
+pub const PLACED_HDR: usize = 32;
+
+/// Where the upper layer expects the payload of an arriving datagram to go
+/// ([`Device::poll_placed`]): a datagram whose packet begins with exactly `hdr` and carries
+/// exactly `dst.len()` bytes after it is received with those bytes straight into `dst` — the
+/// kernel's copy out of the socket is the only one, where the upper layer would copy the
+/// payload a second time — and completes as [`Completion::Placed`]. Any other datagram is
+/// received as usual; whatever of it the kernel put into `dst` on the way is copied back out
+/// first. So `dst` may be left holding any bytes: the caller names only memory whose contents
+/// nobody is owed yet (the part of a transfer past everything received so far, which the
+/// transfer's own data overwrites before it completes).
+#[derive(Debug, Clone, Copy)]
+pub struct Placement {
+    pub hdr: [u8; PLACED_HDR],
+    pub dst: IoVec,
+    /// Handed back in the completion.
+    pub token: u64,
+}
+
 /// A finished work request.
 #[derive(Debug)]
 pub enum Completion {
@@ -253,6 +273,15 @@ pub enum Completion {
         buf: Vec<u8>,
         off: usize,
         len: usize,
+        src: EfaAddr,
+    },
+    /// A datagram that matched the [`Placement`] handed back as `token`: its payload is in
+    /// that placement's `dst` already. It used up the posted receive `wr_id`, whose buffer
+    /// comes back untouched.
+    Placed {
+        wr_id: u64,
+        buf: Vec<u8>,
+        token: u64,
         src: EfaAddr,
     },
     /// A device RDMA work request finished (`post_rdma`'s `wr_id`).
@@ -321,6 +350,13 @@ pub trait Device: Send {
 
     /// Drives I/O and timers; appends up to `max` completions.
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize);
+
+    /// As `poll`, receiving datagrams that match `place` into the memory each names (used in
+    /// order: each at most once, and only within this call). A device that cannot receive
+    /// into chosen memory ignores them; a datagram that matches none arrives as usual.
+    fn poll_placed(&mut self, out: &mut Vec<Completion>, max: usize, _place: &[Placement]) {
+        self.poll(out, max)
+    }
 
     /// Puts on the wire whatever `post_send` queued, and the acknowledgements owed for what
     /// `poll` received (held until now so that answers sent in the same pass carry them). The

@@ -14,7 +14,10 @@ use std::os::fd::RawFd;
 use std::time::Instant;
 
 use super::faults::{Faults, Injector};
-use super::{Completion, DevError, Device, EfaAddr, HEADROOM, MIN_MTU, TooBig, recv_buf_len};
+use super::{
+    Completion, DevError, Device, EfaAddr, HEADROOM, MIN_MTU, PLACED_HDR, Placement, TooBig,
+    recv_buf_len,
+};
 use crate::core::{Errno, Result};
 use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
 use crate::sys::mem::IoVec;
@@ -157,6 +160,8 @@ pub struct UdpDevice {
     held: Vec<Completion>,
     held_signal: EventFd,
     too_big: TooBig,
+    /// Datagrams received into a [`Placement`]'s memory and delivered.
+    placed: u64,
 }
 
 /// SocketAddr with an order, for the delay heap.
@@ -222,6 +227,7 @@ impl UdpDevice {
             held: Vec::new(),
             held_signal,
             too_big: TooBig::default(),
+            placed: 0,
         })
     }
 
@@ -253,9 +259,44 @@ impl UdpDevice {
         }
     }
 
-    fn receive(&mut self, now: Time, out: &mut Vec<Completion>) {
-        for _ in 0..8 {
-            let n = self.sock.recv_batch(&mut self.rx_bufs, &mut self.rx_meta);
+    /// Receives what the socket has. While `place` lists placements (not with GRO, whose
+    /// runs arrive whole), datagrams are taken one at a time,
+    /// each with the bytes past its packet header going into the next placement's memory
+    /// ([`Placement`]); a placement is used up only by the datagram it names, so that acks and
+    /// other packets in between cost one system call each and no prediction.
+    fn receive(&mut self, now: Time, out: &mut Vec<Completion>, place: &[Placement]) {
+        // An injector may delay, drop or repeat datagrams, which placement allows; one that
+        // damages payloads makes the transport check them (`checksum_payloads`), and such
+        // datagrams never match (`receive_placed`).
+        let mut place = if self.gro { &[][..] } else { place };
+        let placing = !place.is_empty();
+        let mut batches = 0;
+        // Datagrams taken one by one with a placement: as many as there are placements and a
+        // few over (the packets between them), before batches as usual.
+        let mut singles = 2 * place.len() + 4;
+        loop {
+            let split = match place.first() {
+                Some(p) if singles > 0 => {
+                    singles -= 1;
+                    Some((HEADROOM + PLACED_HDR, p.dst))
+                }
+                _ => None,
+            };
+            let want = if split.is_some() {
+                1
+            } else {
+                self.rx_bufs.len()
+            };
+            let n = match split {
+                Some(s) => {
+                    self.sock
+                        .recv_batch_split(&mut self.rx_bufs[..1], &[s], &mut self.rx_meta)
+                }
+                None => {
+                    batches += 1;
+                    self.sock.recv_batch(&mut self.rx_bufs, &mut self.rx_meta)
+                }
+            };
             for i in 0..n {
                 let (len, from, seg) = self.rx_meta[i];
                 if len > self.rx_bufs[i].len() {
@@ -263,6 +304,12 @@ impl UdpDevice {
                     // than our MTU allows.
                     self.too_big
                         .dropped(&self.addr, &from, len - HEADROOM, self.mtu);
+                    continue;
+                }
+                if let (Some(p), Some(_)) = (place.first(), split)
+                    && self.receive_placed(now, len, from, p, out)
+                {
+                    place = &place[1..];
                     continue;
                 }
                 if self.gro {
@@ -289,10 +336,66 @@ impl UdpDevice {
                     });
                 }
             }
-            if n < self.rx_bufs.len() {
+            // Placements all used: the upper layer names the next ones before more arrive.
+            if n < want || batches >= 8 || (placing && place.is_empty()) {
                 break;
             }
         }
+    }
+
+    /// A datagram received with its bytes past `HEADROOM + PLACED_HDR` in `p.dst`
+    /// (`rx_bufs[0]` holds the rest, in place). If it is the one `p` names, the transport
+    /// takes its header (and a DATA_ACK's trailer) as a datagram of its own with the packet
+    /// header as payload — the payload is outside the checksum (`FLAG_PAYLOAD_UNCHECKED`,
+    /// always set here, without an injector) — and a delivery completes as
+    /// [`Completion::Placed`]; returns true (the placement is used up, delivered or not: a
+    /// duplicate or a refused datagram put the same bytes where they belong). Otherwise the
+    /// bytes in `p.dst` are copied back so that `rx_bufs[0]` holds the datagram whole, and
+    /// false.
+    fn receive_placed(
+        &mut self,
+        now: Time,
+        len: usize,
+        from: SocketAddr,
+        p: &Placement,
+        out: &mut Vec<Completion>,
+    ) -> bool {
+        let head = HEADROOM + PLACED_HDR;
+        let body = p.dst.len();
+        let b = &mut self.rx_bufs[0];
+        let trailer = match b[1] {
+            srd::wire::KIND_DATA => 0,
+            srd::wire::KIND_DATA_ACK => srd::wire::ACK_TRAILER,
+            _ => usize::MAX,
+        };
+        let named = trailer != usize::MAX
+            && len == head + body + trailer
+            && b[2] & srd::wire::FLAG_PAYLOAD_UNCHECKED != 0
+            && b[HEADROOM..head] == p.hdr;
+        if !named {
+            let spilled = len.saturating_sub(head).min(body);
+            p.dst.read_at(0, &mut b[head..head + spilled]);
+            return false;
+        }
+        // Header, packet header and trailer, without the payload between them.
+        let mut short = [0u8; HEADROOM + PLACED_HDR + srd::wire::ACK_TRAILER];
+        short[..head].copy_from_slice(&b[..head]);
+        short[head..head + trailer].copy_from_slice(&b[head + body..head + body + trailer]);
+        let ready = !self.recvs.is_empty();
+        if let Arrival::Deliver { src_qkey, .. } =
+            self.t
+                .handle_datagram(now, from, &short[..head + trailer], ready)
+            && let Some((wr_id, buf)) = self.recvs.pop_back()
+        {
+            self.placed += 1;
+            out.push(Completion::Placed {
+                wr_id,
+                buf,
+                token: p.token,
+                src: EfaAddr::from_socket(from, src_qkey),
+            });
+        }
+        true
     }
 
     /// The datagrams of socket buffer `i` when GRO is on: `len` bytes, `seg`-byte datagrams
@@ -544,6 +647,10 @@ impl Device for UdpDevice {
     }
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) {
+        self.poll_placed(out, max, &[]);
+    }
+
+    fn poll_placed(&mut self, out: &mut Vec<Completion>, max: usize, place: &[Placement]) {
         if !self.held.is_empty() {
             out.append(&mut self.held);
             self.held_signal.drain();
@@ -551,7 +658,7 @@ impl Device for UdpDevice {
         let now = self.now();
         // Acks for what arrived wait for `flush`, at the end of the caller's pass: answers the
         // caller sends in that pass carry them.
-        self.receive(now, out);
+        self.receive(now, out, place);
         self.t.handle_timeout(now);
         self.transmit(now);
         self.send_unreliable(now);
@@ -631,7 +738,7 @@ impl Device for UdpDevice {
         let now = self.now();
         let before = self.held.len();
         let mut held = core::mem::take(&mut self.held);
-        self.receive(now, &mut held);
+        self.receive(now, &mut held, &[]);
         self.held = held;
         self.t.handle_timeout(now);
         self.send_unreliable(now);
@@ -659,6 +766,7 @@ impl Device for UdpDevice {
     fn stats(&self) -> srd::Stats {
         srd::Stats {
             dropped_too_big: self.too_big.count,
+            placed: self.placed,
             ..self.t.stats()
         }
     }
@@ -765,8 +873,10 @@ mod tests {
                             b.return_run(core::mem::replace(&mut run, buf));
                             continue;
                         }
-                        c @ (Completion::Rdma { .. } | Completion::WriteData { .. }) => {
-                            panic!("no RDMA here: {c:?}")
+                        c @ (Completion::Rdma { .. }
+                        | Completion::WriteData { .. }
+                        | Completion::Placed { .. }) => {
+                            panic!("no RDMA nor placement here: {c:?}")
                         }
                         Completion::Recv {
                             wr_id,

@@ -170,6 +170,9 @@ pub(super) struct Rxe {
     pub discard: bool,
     /// Long read (LONGREAD requests): the data is read from the sender's memory.
     pub lr: Option<Box<LongRead>>,
+    /// The end of the furthest bytes received: everything past it is still owed (a device
+    /// may be told to receive there directly, `placement`).
+    pub edge: usize,
 }
 
 /// The reads of a long-read request we receive (efa-reference §3, §5): device RDMA reads of
@@ -344,14 +347,20 @@ pub(super) struct Inner {
     pub rxes: Slab<Rxe>,
     pub sent: Slab<Sent>,
     pub queued: VecDeque<Queued>,
-    /// Bulk senders waiting for room under `BULK_SEND_BYTES`, in the order they stopped.
+    /// Bulk senders waiting for room under `BULK_SEND_BYTES`, served first come first
+    /// served: a transfer's data goes out before the next one's, as a NIC's send queue takes
+    /// them, so that a receiver gets each transfer's segments in order (`placement`).
     pub parked: VecDeque<Parked>,
+    /// The head of `parked` is being resumed (it may send although others wait).
+    pub resuming: bool,
     pub pool: Vec<Vec<u8>>,
     pub posted_rx: usize,
     pub rx_target: usize,
     /// What `rx_target` may grow to.
     pub rx_max: usize,
     pub comps: Vec<Completion>,
+    /// Where the next long-CTS data is expected (`placement`).
+    pub placing: super::placement::Placing,
     /// Malformed, spoofed or unroutable packets dropped.
     pub dropped: u64,
     /// Remote accesses refused (bad key, bounds, access).
@@ -473,6 +482,7 @@ impl RdmEndpoint {
                 sent: Slab::new(),
                 queued: VecDeque::new(),
                 parked: VecDeque::new(),
+                resuming: false,
                 pool: Vec::new(),
                 posted_rx: 0,
                 // Few buffers first (64 KiB each on loopback, and idle while shm carries the
@@ -480,6 +490,7 @@ impl RdmEndpoint {
                 rx_target: rx_max.min(RX_START),
                 rx_max,
                 comps: Vec::with_capacity(POLL_BATCH),
+                placing: Default::default(),
                 dropped: 0,
                 refused: 0,
                 rnr_retry: 3,

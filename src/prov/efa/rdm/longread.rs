@@ -210,6 +210,7 @@ impl RdmEndpoint {
             released: false,
             discard: false,
             lr: Some(LongRead::new(iov)),
+            edge: 0,
         });
         self.start_long_read(g, id);
     }

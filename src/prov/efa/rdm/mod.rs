@@ -8,6 +8,7 @@ mod local;
 mod longread;
 mod peer;
 pub mod pkt;
+mod placement;
 mod progress;
 mod quiet;
 mod rma;

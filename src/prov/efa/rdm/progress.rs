@@ -62,6 +62,11 @@ impl Inner {
         self.sent.len() + self.queued.len() >= bulk_send_cap(pkt)
     }
 
+    /// A bulk sender that is not the one being resumed must queue behind those parked.
+    pub fn must_queue(&self) -> bool {
+        !self.resuming && !self.parked.is_empty()
+    }
+
     pub fn park(&mut self, p: Parked) {
         if !self.parked.contains(&p) {
             self.parked.push_back(p);
@@ -287,7 +292,10 @@ impl RdmEndpoint {
         for _ in 0..4 {
             let mut comps = core::mem::take(&mut g.comps);
             comps.clear();
-            g.dev.poll(&mut comps, POLL_BATCH);
+            g.plan_placements();
+            let place = core::mem::take(&mut g.placing.list);
+            g.dev.poll_placed(&mut comps, POLL_BATCH, &place);
+            g.placing.list = place;
             let n = comps.len();
             if n > 0 {
                 g.dev_heard = now;
@@ -304,6 +312,17 @@ impl RdmEndpoint {
                         received += 1;
                         self.handle_packet(g, src, &buf[off..off + len]);
                         // Repost the same buffer at once.
+                        match g.dev.post_recv(buf, 0) {
+                            Ok(()) => g.posted_rx += 1,
+                            Err((_, b)) => g.recycle(b),
+                        }
+                    }
+                    Completion::Placed {
+                        buf, token, src, ..
+                    } => {
+                        g.posted_rx -= 1;
+                        received += 1;
+                        self.placed(g, token, src);
                         match g.dev.post_recv(buf, 0) {
                             Ok(()) => g.posted_rx += 1,
                             Err((_, b)) => g.recycle(b),
@@ -357,14 +376,20 @@ impl RdmEndpoint {
                 break;
             }
         }
-        // Completions freed room: parked bulk senders go on, in turn (one that fills the
-        // room again parks at the back).
+        // Completions freed room: parked bulk senders go on in the order they came; one that
+        // fills the room again keeps its place at the front.
         while !g.bulk_full()
             && let Some(p) = g.parked.pop_front()
         {
+            g.resuming = true;
             match p {
                 Parked::Tx(id) => g.send_window(id),
                 Parked::Read(id) => self.send_read_data(g, id),
+            }
+            g.resuming = false;
+            if g.parked.back() == Some(&p) {
+                g.parked.pop_back();
+                g.parked.push_front(p);
             }
         }
         // Half the posted buffers filled in one pass: the next burst may find none (the

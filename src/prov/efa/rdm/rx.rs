@@ -231,6 +231,7 @@ impl RdmEndpoint {
         let window = (r.total - r.got).min(r.credits.max(min_credits) * room);
         r.granted = window;
         let (peer, send_id) = (r.peer, r.send_id);
+        g.granted(id);
         let mut b = g.buf();
         let n = pkt::write_cts(
             &mut b[HEADROOM..],
@@ -358,8 +359,27 @@ impl RdmEndpoint {
                 return;
             }
         }
-        r.got += data.len();
-        r.granted = r.granted.saturating_sub(data.len());
+        self.rx_landed(g, id, off, data.len());
+    }
+
+    /// Data the device put in place itself (`placement`): `rx_data` without the copy.
+    pub(super) fn rx_placed(&self, g: &mut Inner, id: u64, off: usize, n: usize) {
+        let Some(r) = g.rxes.get(id) else { return };
+        if off.checked_add(n).is_none_or(|end| end > r.total)
+            || !matches!(r.kind, RxKind::Write { .. } | RxKind::Recv(_))
+        {
+            g.dropped += 1;
+            return;
+        }
+        self.rx_landed(g, id, off, n);
+    }
+
+    /// `n` bytes at `off` of a receive arrived.
+    fn rx_landed(&self, g: &mut Inner, id: u64, off: usize, n: usize) {
+        let Some(r) = g.rxes.get_mut(id) else { return };
+        r.got += n;
+        r.granted = r.granted.saturating_sub(n);
+        r.edge = r.edge.max(off + n);
         self.advance(g, id);
     }
 }
@@ -561,6 +581,7 @@ impl RdmEndpoint {
             released: false,
             discard: false,
             lr,
+            edge: 0,
         });
         if medium {
             g.peers[p].rx_map.insert(h.msg_id, id);

@@ -90,6 +90,7 @@ impl RdmEndpoint {
             released: false,
             discard: false,
             lr: None,
+            edge: 0,
         });
         if total == 0 {
             self.finish(g, id);
@@ -131,6 +132,7 @@ impl RdmEndpoint {
             released: false,
             discard: false,
             lr: None,
+            edge: 0,
         });
         self.send_read_data(g, id);
     }
@@ -144,7 +146,7 @@ impl RdmEndpoint {
             return;
         };
         loop {
-            let full = g.bulk_full_for(mtu);
+            let full = g.bulk_full_for(mtu) || g.must_queue();
             let Some(r) = g.rxes.get_mut(id) else { return };
             let RxKind::Read { src, sent, window } = &mut r.kind else {
                 return;

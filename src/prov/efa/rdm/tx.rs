@@ -303,7 +303,7 @@ impl Inner {
         let room = self.ctsdata_room_to(peer).max(1);
         let connid = self.connid();
         loop {
-            let full = self.bulk_full_for(pkt_max);
+            let full = self.bulk_full_for(pkt_max) || self.must_queue();
             let Some(t) = self.txes.get_mut(id) else {
                 return;
             };

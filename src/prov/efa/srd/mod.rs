@@ -142,6 +142,9 @@ pub struct Stats {
     pub rdma_reads: u64,
     pub rdma_writes: u64,
     pub rdma_writes_received: u64,
+    /// Datagrams whose payload the device received straight into the memory the upper layer
+    /// named for it (`device::Placement`; the UDP device without GRO).
+    pub placed: u64,
 }
 
 /// A peer queue pair: where it is and which incarnation (QKEY) it is.

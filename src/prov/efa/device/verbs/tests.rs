@@ -68,8 +68,10 @@ fn datagrams_cross_and_report_their_source() {
                 assert_eq!((wr_id, status), (7, Ok(())));
                 saw |= 1;
             }
-            c @ (Completion::Rdma { .. } | Completion::WriteData { .. }) => {
-                panic!("no RDMA here: {c:?}")
+            c @ (Completion::Rdma { .. }
+            | Completion::WriteData { .. }
+            | Completion::Placed { .. }) => {
+                panic!("no RDMA nor placement here: {c:?}")
             }
             Completion::Recv {
                 wr_id,
