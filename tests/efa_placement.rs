@@ -1,6 +1,6 @@
 //! Direct placement (`rdm::placement`, `device::Placement`): over the loopback software-SRD
 //! device at its full MTU (64 KiB datagrams, no GRO), long-CTS data is received by the kernel
-//! straight into its destination. Writes both ways at once, and long tagged messages into
+//! straight into its destination. Writes and reads both ways at once, and long tagged messages into
 //! receive buffers of several pieces, some shorter than the message, arrive byte-exact on a
 //! clean network and under loss, duplication and reordering (the device's fault injector);
 //! on the clean network the device's count shows that the data was placed, not copied.
@@ -95,7 +95,7 @@ fn writes_both_ways(a: &Node, b: &Node, k: usize, len: usize, seed: u8) {
         let targets: Vec<_> = (0..k).map(|_| buf(len)).collect();
         let mrs: Vec<_> = targets
             .iter()
-            .map(|(_, v)| peer.reg(*v, FI_REMOTE_WRITE, 0))
+            .map(|(_, v)| peer.reg(*v, FI_REMOTE_READ | FI_REMOTE_WRITE, 0))
             .collect();
         let rmas: Vec<[fi_rma_iov; 1]> = (0..k)
             .map(|i| {
@@ -118,22 +118,38 @@ fn writes_both_ways(a: &Node, b: &Node, k: usize, len: usize, seed: u8) {
                 .write(&rma_op(&[sources[i]], addr, &rmas[i], 1000 + i))
                 .unwrap();
         }
-        (targets, mrs)
+        (targets, mrs, rmas)
     };
-    let (into_b, _mb) = side(a, b, ab, seed);
-    let (into_a, _ma) = side(b, a, ba, seed.wrapping_add(100));
+    let (into_b, _mb, rma_b) = side(a, b, ab, seed);
+    let (into_a, _ma, rma_a) = side(b, a, ba, seed.wrapping_add(100));
     complete(a, b, 1000, k, "a's write");
     complete(b, a, 1000, k, "b's write");
+    let want = |s: u8, i: usize| pattern(len, s.wrapping_add(i as u8));
     for (i, (t, _)) in into_b.iter().enumerate() {
-        assert!(
-            **t == pattern(len, seed.wrapping_add(i as u8))[..],
-            "a's write {i}"
-        );
+        assert!(**t == want(seed, i)[..], "a's write {i}");
     }
     for (i, (t, _)) in into_a.iter().enumerate() {
+        assert!(**t == want(seed.wrapping_add(100), i)[..], "b's write {i}");
+    }
+    // And read back, both ways at once (fi_rma_bw -o read): READRSP, then CTSDATA placed.
+    let read = |me: &Node, addr: u64, rmas: &[[fi_rma_iov; 1]]| -> Vec<&'static mut [u8]> {
+        (0..k)
+            .map(|i| {
+                let (d, v) = buf(len);
+                me.ep.read(&rma_op(&[v], addr, &rmas[i], 2000 + i)).unwrap();
+                d
+            })
+            .collect()
+    };
+    let from_b = read(a, ab, &rma_b);
+    let from_a = read(b, ba, &rma_a);
+    complete(a, b, 2000, k, "a's read");
+    complete(b, a, 2000, k, "b's read");
+    for i in 0..k {
+        assert!(from_b[i][..] == want(seed, i)[..], "a's read {i}");
         assert!(
-            **t == pattern(len, seed.wrapping_add(100).wrapping_add(i as u8))[..],
-            "b's write {i}"
+            from_a[i][..] == want(seed.wrapping_add(100), i)[..],
+            "b's read {i}"
         );
     }
 }
@@ -217,7 +233,8 @@ fn long_transfers_placed_straight_into_their_destination_arrive_intact() {
     let (a, b) = (node(&d, &info, None), node(&d, &info, None));
     const K: usize = 16;
     writes_both_ways(&a, &b, K, MIB, 1);
-    let ctsdata = K as u64 * 16;
+    // Reads: a READRSP with the first 64 KiB, then 16 CTSDATA.
+    let ctsdata = 2 * K as u64 * 16;
     for (who, n) in [("a", &a), ("b", &b)] {
         let placed = rdm(n).device_stats().placed;
         assert!(

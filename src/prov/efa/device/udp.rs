@@ -270,6 +270,7 @@ impl UdpDevice {
         // datagrams never match (`receive_placed`).
         let mut place = if self.gro { &[][..] } else { place };
         let placing = !place.is_empty();
+        let mut stale = false;
         let mut batches = 0;
         // Datagrams taken one by one with a placement: as many as there are placements and a
         // few over (the packets between them), before batches as usual.
@@ -306,11 +307,15 @@ impl UdpDevice {
                         .dropped(&self.addr, &from, len - HEADROOM, self.mtu);
                     continue;
                 }
-                if let (Some(p), Some(_)) = (place.first(), split)
-                    && self.receive_placed(now, len, from, p, out)
-                {
-                    place = &place[1..];
-                    continue;
+                if let (Some(p), Some(_)) = (place.first(), split) {
+                    if self.receive_placed(now, len, from, p, out) {
+                        place = &place[1..];
+                        continue;
+                    }
+                    // Bulk data meant elsewhere: the upper layer's plan is behind (the first
+                    // packet of a transfer, which it cannot name, moved it on). It plans
+                    // again before more is taken.
+                    stale |= len >= HEADROOM + PLACED_HDR + p.dst.len();
                 }
                 if self.gro {
                     self.receive_run(now, i, len, from, seg, out);
@@ -337,7 +342,7 @@ impl UdpDevice {
                 }
             }
             // Placements all used: the upper layer names the next ones before more arrive.
-            if n < want || batches >= 8 || (placing && place.is_empty()) {
+            if n < want || batches >= 8 || (placing && (place.is_empty() || stale)) {
                 break;
             }
         }

@@ -4,6 +4,7 @@
 
 use super::ep::*;
 use super::pkt::{self, Ctrl};
+use super::placement::Target;
 use crate::core::Errno;
 use crate::prov::efa::PROV_ERR_REMOTE_ACCESS;
 use crate::prov::efa::device::{EfaAddr, HEADROOM, MIN_MTU};
@@ -197,9 +198,6 @@ impl RdmEndpoint {
 
     /// Data of a read we asked for; grants the responder more when the window is used up.
     fn read_data(&self, g: &mut Inner, id: u64, off: usize, data: &[u8], responder: Option<u32>) {
-        let room = g.ctsdata_room().max(1);
-        let credits = g.knobs.tx_min_credits;
-        let connid = g.connid();
         let Some(t) = g.txes.get_mut(id) else { return };
         if t.kind != TxKind::Read || off.checked_add(data.len()).is_none_or(|e| e > t.len) {
             g.dropped += 1;
@@ -209,8 +207,23 @@ impl RdmEndpoint {
         if let Some(r) = responder {
             t.recv_id = r;
         }
-        t.got += data.len();
-        t.window = t.window.saturating_sub(data.len());
+        self.read_landed(g, id, off, data.len());
+    }
+
+    /// `n` bytes at `off` of read `id` arrived (copied, or put in place by the device:
+    /// `placement`).
+    pub(super) fn read_landed(&self, g: &mut Inner, id: u64, off: usize, n: usize) {
+        let room = g.ctsdata_room().max(1);
+        let credits = g.knobs.tx_min_credits;
+        let connid = g.connid();
+        let Some(t) = g.txes.get_mut(id) else { return };
+        if t.kind != TxKind::Read || off.checked_add(n).is_none_or(|e| e > t.len) {
+            g.dropped += 1;
+            return;
+        }
+        t.got += n;
+        t.window = t.window.saturating_sub(n);
+        t.edge = t.edge.max(off + n);
         if t.got >= t.len {
             t.response = true;
             g.maybe_complete_tx(id);
@@ -223,6 +236,7 @@ impl RdmEndpoint {
             let mut b = g.buf();
             let n = pkt::write_cts(&mut b[HEADROOM..], true, connid, to, tx_wire(id), w as u64);
             g.send_pkt(peer, b, n, Owner::Ctrl, 0);
+            g.granted(Target::Read(id));
         }
     }
 }

@@ -119,6 +119,8 @@ pub(super) struct Txe {
     pub failed: Option<(Errno, i32)>,
     /// Sent as a long-read request: completes on the receiver's EOR.
     pub longread: bool,
+    /// Read: the end of the furthest bytes received (`Rxe::edge`).
+    pub edge: usize,
 }
 
 impl Txe {

@@ -9,6 +9,7 @@
 
 use super::ep::*;
 use super::pkt::{self, ReqHdr, RmaIov};
+use super::placement::Target;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::device::{DevError, EfaAddr, RdmaOp, RdmaReq};
@@ -230,6 +231,9 @@ impl Inner {
         if let Some(t) = self.txes.get_mut(id) {
             t.window = window;
             t.state = TxState::WaitResponse;
+        }
+        if !short {
+            self.granted(Target::Read(id));
         }
     }
 

@@ -5,6 +5,7 @@
 
 use super::ep::*;
 use super::pkt::{self, Pkt, Req};
+use super::placement::Target;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::device::{EfaAddr, HEADROOM};
@@ -231,7 +232,7 @@ impl RdmEndpoint {
         let window = (r.total - r.got).min(r.credits.max(min_credits) * room);
         r.granted = window;
         let (peer, send_id) = (r.peer, r.send_id);
-        g.granted(id);
+        g.granted(Target::Recv(id));
         let mut b = g.buf();
         let n = pkt::write_cts(
             &mut b[HEADROOM..],

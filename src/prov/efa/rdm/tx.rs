@@ -473,6 +473,7 @@ impl RdmEndpoint {
             lent: false,
             failed: None,
             longread: false,
+            edge: 0,
         }
     }
 
