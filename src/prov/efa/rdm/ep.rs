@@ -156,6 +156,8 @@ pub(super) struct Rxe {
     pub tag: u64,
     pub cq_data: Option<u64>,
     pub tagged: bool,
+    /// A message in several packets (medium, runt read), found by msg_id in the peer's
+    /// `rx_map` until it ends.
     pub medium: bool,
     pub longcts: bool,
     /// Long-CTS credits the sender asked for (packets per window).
