@@ -10,6 +10,9 @@
 //! the `read_iov` entries of its registered memory and runt bytes at its `seg_offset`; the
 //! receiver reads the rest with device RDMA and answers EOR. Its packets are sent in any
 //! order, and carry the raw address (before the receiver's handshake) or the connid.
+//!
+//! This binary sets `FI_EFA_RUNT_SIZE`, so our endpoints send runt reads too: the last tests
+//! have two of them talk.
 
 #![allow(unsafe_code)]
 
@@ -31,6 +34,8 @@ use fabric::util::cq::{CqEntry, CqErrEntry};
 use fabric::util::ep::Call;
 
 const RDM_DOMAIN: &str = "efa0-rdm";
+/// Cut to 9,984 (a multiple of 64): two packets of at most 8,064 bytes of runt each.
+const RUNT_SIZE: &str = "10000";
 
 fn init() {
     static ONCE: Once = Once::new();
@@ -41,6 +46,7 @@ fn init() {
         unsafe {
             std::env::set_var("FI_EFA_MTU_SIZE", "8192");
             std::env::set_var("FI_EFA_ENABLE_SHM_TRANSFER", "0");
+            std::env::set_var("FI_EFA_RUNT_SIZE", RUNT_SIZE);
         };
     });
 }
@@ -603,4 +609,128 @@ fn a_runt_read_whose_reads_are_refused_fails_the_receive() {
     assert_eq!(&d[..4], b"next");
     assert!(up.eors().is_empty());
     assert_eq!(rdm(&b).drop_counts().0, drops0);
+}
+
+// ---- runt reads we send (FI_EFA_RUNT_SIZE) ----
+
+/// Two of our endpoints on the emulated NIC, each with the other's handshake (a first
+/// write waits for it): (a, b, b's address at a).
+fn pair() -> (Node, Node, u64) {
+    let a = receiver();
+    let b = receiver();
+    let ab = a.insert_hex(&b.name_hex());
+    b.insert_hex(&a.name_hex());
+    let (t, tv) = buf(8);
+    let mr = b.reg(tv, FI_REMOTE_WRITE, 0);
+    let (_s, sv) = buf(8);
+    let rma = [fi_rma_iov {
+        addr: t.as_ptr() as u64,
+        len: 8,
+        key: mr.key(),
+    }];
+    a.rma(&[sv], ab, &rma, false, None, 99).unwrap();
+    assert_eq!(a.wait_driving(&b, 10).unwrap().op_context, 99);
+    (a, b, ab)
+}
+
+/// With `FI_EFA_RUNT_SIZE` set, a message that would go by long read sends its first 9,984
+/// bytes in two RUNTREAD packets and has the receiver read the rest: tagged and untagged,
+/// expected and unexpected, from one or two registered pieces, into registered and
+/// unregistered buffers; the send completes on EOR. A message posted while another read
+/// message still waits for its EOR, and a delivery-complete one, go by plain long read (one
+/// request packet).
+#[test]
+fn with_fi_efa_runt_size_long_messages_go_by_runt_read() {
+    let (a, b, ab) = pair();
+    let cases: [(usize, bool, bool, bool); 3] = [
+        // (length, tagged, receive registered, receive posted first)
+        (1 << 20, false, true, true),
+        ((3 << 20) + 5, true, false, false),
+        (2 << 20, false, false, true),
+    ];
+    for (i, &(len, tagged, reg_recv, early)) in cases.iter().enumerate() {
+        let want = pattern(len, 90 + i as u8);
+        let cut = if len % 2 == 1 { len / 3 } else { len };
+        let (s1, v1) = buf(cut);
+        s1.copy_from_slice(&want[..cut]);
+        let _m1 = a.reg(v1, FI_SEND, 0);
+        let mut iov = vec![v1];
+        let _m2 = (cut < len).then(|| {
+            let (s2, v2) = buf(len - cut);
+            s2.copy_from_slice(&want[cut..]);
+            iov.push(v2);
+            a.reg(v2, FI_SEND, 0)
+        });
+        let (dst, dv) = buf(len);
+        let _rm = reg_recv.then(|| b.reg(dv, FI_RECV, 0));
+        let tag = tagged.then_some(0x99);
+        let post_recv = || {
+            b.recv(
+                &[dv],
+                FI_ADDR_UNSPEC,
+                tag.map(|t| (t, 0)),
+                200 + i,
+                0,
+                Call::Plain,
+            )
+            .unwrap()
+        };
+        let (sa, sb) = (rdm(&a).device_stats(), rdm(&b).device_stats());
+        if early {
+            post_recv();
+        }
+        a.send(&iov, ab, tag, 100 + i, 0, Call::Plain).unwrap();
+        if !early {
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(30) {
+                b.cq.progress();
+                a.cq.progress();
+            }
+            post_recv();
+        }
+        let r = b.wait_driving(&a, 10).unwrap();
+        let s = a.wait_driving(&b, 10).unwrap();
+        assert_eq!((s.op_context, r.op_context, r.len), (100 + i, 200 + i, len));
+        assert!(dst == &want[..], "case {i}: bytes");
+        let (da, db) = (rdm(&a).device_stats(), rdm(&b).device_stats());
+        assert_eq!(da.data_sent - sa.data_sent, 2, "case {i}: two runt packets");
+        assert_eq!(
+            db.rdma_reads - sb.rdma_reads,
+            iov.len() as u64,
+            "case {i}: the rest read, one read per piece"
+        );
+    }
+    // Two at once: the second waits for no EOR of the first and goes by long read; so does
+    // a delivery-complete one.
+    let len = 1 << 20;
+    let (s, sv) = buf(len);
+    s.copy_from_slice(&pattern(len, 3));
+    let _m = a.reg(sv, FI_SEND, 0);
+    let (d1, v1) = buf(len);
+    let (d2, v2) = buf(len);
+    let (d3, v3) = buf(len);
+    for (k, v) in [v1, v2, v3].into_iter().enumerate() {
+        b.recv(&[v], FI_ADDR_UNSPEC, None, 20 + k, 0, Call::Plain)
+            .unwrap();
+    }
+    let sa = rdm(&a).device_stats();
+    a.send(&[sv], ab, None, 10, 0, Call::Plain).unwrap();
+    a.send(&[sv], ab, None, 11, 0, Call::Plain).unwrap();
+    a.send(&[sv], ab, None, 12, FI_DELIVERY_COMPLETE, Call::Msg)
+        .unwrap();
+    assert_eq!(rdm(&a).device_stats().data_sent - sa.data_sent, 2 + 1 + 1);
+    let mut got: Vec<usize> = (0..3)
+        .map(|_| b.wait_driving(&a, 10).unwrap().op_context)
+        .collect();
+    got.sort();
+    assert_eq!(got, [20, 21, 22]);
+    let mut sent: Vec<usize> = (0..3)
+        .map(|_| a.wait_driving(&b, 10).unwrap().op_context)
+        .collect();
+    sent.sort();
+    assert_eq!(sent, [10, 11, 12]);
+    for d in [d1, d2, d3] {
+        assert!(d == &pattern(len, 3)[..]);
+    }
+    assert_eq!(rdm(&b).drop_counts(), (0, 0));
 }

@@ -35,6 +35,9 @@ impl Inner {
         let Some(iov) = self.read_iov_of(id) else {
             return false;
         };
+        if self.start_runtread_msg(id, &iov) {
+            return true;
+        }
         let Some(t) = self.txes.get(id) else {
             return false;
         };

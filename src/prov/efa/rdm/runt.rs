@@ -1,6 +1,6 @@
-//! The runt-read protocol, receiving side (efa-reference §1, §3, §4): RUNTREAD_MSGRTM and
-//! RUNTREAD_TAGRTM, which upstream senders use for long messages when both devices do RDMA
-//! read and a runt budget is set (`FI_EFA_RUNT_SIZE`, and always from device memory).
+//! The runt-read protocol (efa-reference §1, §3, §4): RUNTREAD_MSGRTM and RUNTREAD_TAGRTM,
+//! which upstream senders use for long messages when both devices do RDMA read and a runt
+//! budget is set (`FI_EFA_RUNT_SIZE`, and always from device memory).
 //!
 //! A runt-read message is a long read whose first `runt_length` bytes travel in request
 //! packets. Each packet carries the whole header (msg_id, msg_length, send_id, the sender's
@@ -12,12 +12,25 @@
 //! (`longread.rs`), whose reads simply start at `runt_length`; the message ends — EOR to the
 //! sender, then our completion — once the runt bytes have all arrived and the reads are done.
 
+//!
+//! We send runt reads only when `FI_EFA_RUNT_SIZE` asks for them (upstream's default for host
+//! memory is none): a message that would go by long read sends its first runt bytes (at most
+//! the budget, cut to a multiple of 64 and short of the whole message) in RUNTREAD packets
+//! filled to the peer's packet size, unless it wants delivery complete or another read
+//! message of ours still waits for its EOR, as upstream chooses (its budget is per peer and
+//! its in-flight count per domain; with one read message in flight per endpoint, the runt
+//! bytes in flight never exceed the budget). It completes on EOR, as a long read does.
+
 use super::ep::*;
 use super::pkt::{self, ReqHdr, RmaIov};
 
 /// The largest runt accepted: it is staged whole while the message waits unexpected.
-/// Upstream's budgets are a few hundred KiB.
+/// Upstream's budgets are a few hundred KiB. We never send more either.
 const MAX_RUNT: u64 = 16 << 20;
+
+/// Runt lengths and the runt bytes of each packet are multiples of this (upstream aligns its
+/// runt to the memory's alignment, 64 bytes for host memory).
+const RUNT_ALIGN: usize = 64;
 
 /// What one runt-read packet carries after its headers.
 pub(super) struct RuntPkt<'a> {
@@ -70,6 +83,66 @@ impl RdmEndpoint {
             return;
         }
         self.rx_data(g, id, rp.off, rp.bytes);
+    }
+}
+
+impl Inner {
+    /// Sends message `id`, which can go by long read from `iov`, as a runt read if it should
+    /// (see the module's documentation). Returns false otherwise, having sent nothing.
+    pub fn start_runtread_msg(&mut self, id: u64, iov: &[RmaIov]) -> bool {
+        let Some(t) = self.txes.get(id) else {
+            return false;
+        };
+        let peer = t.peer;
+        let budget = self.knobs.runt_size.min(MAX_RUNT as usize);
+        let runt = budget.min(t.len.saturating_sub(1)) / RUNT_ALIGN * RUNT_ALIGN;
+        if runt == 0 || t.await_response || self.peers[peer].extra_info & pkt::EXTRA_RUNT == 0 {
+            return false;
+        }
+        let reading = |o: &Txe| o.longread && matches!(o.kind, TxKind::Msg | TxKind::Tagged);
+        if !self.txes.ids_where(reading).is_empty() {
+            return false;
+        }
+        let tagged = t.kind == TxKind::Tagged;
+        let (ty, flags) = if tagged {
+            (pkt::RUNTREAD_TAGRTM, pkt::REQ_TAGGED)
+        } else {
+            (pkt::RUNTREAD_MSGRTM, pkt::REQ_MSG)
+        };
+        let mut data = [0u8; pkt::MAX_RMA_IOV * pkt::RMA_IOV_LEN];
+        let n = pkt::write_read_iovs(&mut data, iov);
+        let over = self.req_overhead(peer, ty, 0, t.cq_data.is_some()) + n;
+        let room = self.peer_pkt(peer).saturating_sub(over) / RUNT_ALIGN * RUNT_ALIGN;
+        if room == 0 {
+            return false;
+        }
+        let mut h = ReqHdr {
+            msg_id: t.msg_id,
+            tag: t.tag,
+            send_id: tx_wire(id),
+            msg_length: t.len as u64,
+            read_iov_count: iov.len() as u32,
+            runt_length: runt as u64,
+            ..Default::default()
+        };
+        if let Some(t) = self.txes.get_mut(id) {
+            // The receiver's device reads our memory until its EOR.
+            t.lent = true;
+            t.longread = true;
+            t.await_response = true;
+        }
+        let mut off = 0;
+        while off < runt {
+            let k = room.min(runt - off);
+            h.seg_offset = off as u64;
+            self.send_req(id, ty, flags, &h, &[], off, k, &data[..n]);
+            off += k;
+        }
+        if let Some(t) = self.txes.get_mut(id) {
+            t.queued = t.len;
+            t.state = TxState::WaitResponse;
+        }
+        true
     }
 }
 
