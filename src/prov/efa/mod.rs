@@ -78,6 +78,9 @@ pub struct Knobs {
     /// `FI_EFA_INTER_MIN_READ_WRITE_SIZE`: writes from this size on go by long read where
     /// both devices read but not both write.
     pub min_read_write: usize,
+    /// `FI_EFA_RUNT_SIZE`: bytes of a long-read message sent in packets ahead of the
+    /// receiver's reads (runt read, `rdm::runt`); 0, as upstream for host memory: none.
+    pub runt_size: usize,
 }
 
 impl Knobs {
@@ -148,6 +151,13 @@ impl Knobs {
                 65536,
             )
             .max(1),
+            runt_size: knob_size(
+                p,
+                "runt_size",
+                "Bytes of a long-read message sent in packets ahead of the receiver's reads \
+                 (runt read; 0: none)",
+                0,
+            ),
         }
     }
 }

@@ -158,6 +158,8 @@ pub(super) struct Rxe {
     pub tag: u64,
     pub cq_data: Option<u64>,
     pub tagged: bool,
+    /// A message in several packets (medium, runt read), found by msg_id in the peer's
+    /// `rx_map` until it ends.
     pub medium: bool,
     pub longcts: bool,
     /// Long-CTS credits the sender asked for (packets per window).
@@ -179,12 +181,18 @@ pub(super) struct Rxe {
 
 /// The reads of a long-read request we receive (efa-reference §3, §5): device RDMA reads of
 /// the sender's `iov` into the receive buffer or write target (or a registered staging
-/// buffer when that memory is not registered), then EOR.
+/// buffer when that memory is not registered), then EOR. A runt read (`runt.rs`) is one
+/// whose first `from` bytes come in its request packets instead.
 pub(super) struct LongRead {
     pub iov: Vec<RmaIov>,
-    /// Bytes to read: the message, cut to the receive buffer.
+    /// Where the reads start in the message: 0, or a runt read's runt length.
+    pub from: usize,
+    /// Where they end: the message, cut to the receive buffer (never below `from`).
     pub want: usize,
+    /// Offset in the message up to which reads were posted.
     pub posted: usize,
+    /// Bytes the finished reads brought (the rest of `Rxe::got` came in packets).
+    pub read: usize,
     pub in_flight: usize,
     pub started: bool,
     pub staging: Option<Box<dyn Staging>>,

@@ -35,6 +35,9 @@ impl Inner {
         let Some(iov) = self.read_iov_of(id) else {
             return false;
         };
+        if self.start_runtread_msg(id, &iov) {
+            return true;
+        }
         let Some(t) = self.txes.get(id) else {
             return false;
         };
@@ -186,7 +189,7 @@ impl RdmEndpoint {
             Err(e) => return self.refuse(g, p, h.send_id, e),
         };
         let iov = pkt::read_iovs(data, h.read_iov_count)
-            .filter(|iov| iov.iter().map(|r| r.len).sum::<u64>() == total as u64);
+            .filter(|iov| pkt::read_iov_total(iov) == Some(total as u64));
         let (Some(iov), true) = (iov, total as u64 == h.msg_length) else {
             return self.refuse(g, p, h.send_id, Errno::INVAL);
         };
@@ -216,28 +219,35 @@ impl RdmEndpoint {
     }
 
     /// Starts the reads of long-read entry `id` once its memory is known (matched receive or
-    /// checked write target). Idempotent.
+    /// checked write target). Idempotent: called again (a runt read's later packets), it
+    /// finishes the entry if nothing is left to wait for.
     pub(super) fn start_long_read(&self, g: &mut Inner, id: u64) {
         let Some(r) = g.rxes.get_mut(id) else { return };
         let local = local_of(r);
         let total = r.total;
         let Some(lr) = r.lr.as_mut() else { return };
         if lr.started {
-            return;
+            return self.maybe_finish_long_read(g, id);
         }
         lr.started = true;
-        let want = total.min(iov_len(&local));
+        let from = lr.from;
+        let want = total.min(iov_len(&local)).max(from);
         lr.want = want;
+        lr.posted = from;
         // Memory the device does not know is read into a registered staging buffer, then
         // copied (upstream registers it on the fly through its MR cache instead).
-        let mut left = want;
-        let registered = local.iter().all(|v| {
-            let n = v.len().min(left);
-            left -= n;
-            n == 0 || v.sub(0, n).is_some_and(|p| g.dev.local_key(p).is_some())
-        });
-        if want > 0 && !registered {
-            let staging = g.dev.staging(want);
+        let mut off = from;
+        let registered = loop {
+            if off >= want {
+                break true;
+            }
+            match piece_upto(&local, off, want - off) {
+                Some(p) if g.dev.local_key(p).is_some() => off += p.len(),
+                _ => break false,
+            }
+        };
+        if want > from && !registered {
+            let staging = g.dev.staging(want - from);
             let Some(lr) = g.rxes.get_mut(id).and_then(|r| r.lr.as_mut()) else {
                 return;
             };
@@ -277,7 +287,7 @@ impl RdmEndpoint {
             };
             let n = room.min(rleft).min(max);
             let piece = match &lr.staging {
-                Some(s) => s.mem().sub(off, n).map(|m| (m, Some(s.lkey()))),
+                Some(s) => s.mem().sub(off - lr.from, n).map(|m| (m, Some(s.lkey()))),
                 None => piece_upto(&local, off, n).map(|m| (m, None)),
             };
             let Some((mem, lkey)) = piece else {
@@ -342,7 +352,10 @@ impl RdmEndpoint {
         let Some(lr) = r.lr.as_mut() else { return };
         lr.in_flight = lr.in_flight.saturating_sub(1);
         match status {
-            Ok(()) => r.got += bytes,
+            Ok(()) => {
+                r.got += bytes;
+                lr.read += bytes;
+            }
             Err(e) => {
                 lr.failed.get_or_insert(e);
             }
@@ -350,12 +363,16 @@ impl RdmEndpoint {
         self.maybe_finish_long_read(g, id);
     }
 
-    /// Once nothing is in the device: EOR and the message's (or write's) completion, or its
-    /// failure.
+    /// Once nothing is in the device (and a runt read's packets have all arrived): EOR and
+    /// the message's (or write's) completion, or its failure.
     fn maybe_finish_long_read(&self, g: &mut Inner, id: u64) {
         let Some(r) = g.rxes.get_mut(id) else { return };
         let Some(lr) = r.lr.as_ref() else { return };
         if lr.in_flight > 0 || (lr.failed.is_none() && lr.posted < lr.want) {
+            return;
+        }
+        // What did not come by read came in packets: the runt bytes, all of them first.
+        if r.got.saturating_sub(lr.read) < lr.from {
             return;
         }
         let Some(lr) = r.lr.take() else { return };
@@ -364,7 +381,8 @@ impl RdmEndpoint {
         }
         if let Some(s) = &lr.staging {
             let local = local_of(r);
-            s.mem().with_slice(|b| scatter(&local, 0, &b[..lr.want]));
+            s.mem()
+                .with_slice(|b| scatter(&local, lr.from, &b[..lr.want - lr.from]));
         }
         r.got = r.total;
         let (p, send_id) = (r.peer, r.send_id);
@@ -410,8 +428,10 @@ impl LongRead {
     pub(super) fn new(iov: Vec<RmaIov>) -> Box<LongRead> {
         Box::new(LongRead {
             iov,
+            from: 0,
             want: 0,
             posted: 0,
+            read: 0,
             in_flight: 0,
             started: false,
             staging: None,

@@ -12,6 +12,7 @@ mod placement;
 mod progress;
 mod quiet;
 mod rma;
+mod runt;
 mod rx;
 mod target;
 mod tx;

@@ -46,6 +46,12 @@ pub const DC_LONGCTS_TAGRTM: u8 = 138;
 pub const DC_EAGER_RTW: u8 = 139;
 pub const DC_LONGCTS_RTW: u8 = 140;
 pub const DC_WRITE_RTA: u8 = 141;
+/// Runt-read requests (need device RDMA read, as long read): the first `runt_length` bytes of
+/// the message travel in one or more of these packets, each carrying the sender's `read_iov`
+/// entries and then runt bytes at its `seg_offset`; the receiver reads the rest from the
+/// sender's memory.
+pub const RUNTREAD_MSGRTM: u8 = 145;
+pub const RUNTREAD_TAGRTM: u8 = 146;
 /// This library's extension (negotiated with [`EXTRA_ERROR_RESPONSE`]): a refused remote
 /// access (bad key, bounds, access rights, unsupported atomic) reported back to the initiator.
 pub const ERR: u8 = 200;
@@ -174,8 +180,10 @@ pub struct ReqHdr {
     pub rma_iov_count: u32,
     pub datatype: u32,
     pub atomic_op: u32,
-    /// Long-read: `read_iov` entries in the application data.
+    /// Long-read and runt-read: `read_iov` entries in the application data.
     pub read_iov_count: u32,
+    /// Runt-read: bytes of the message sent in runt packets (the rest is read).
+    pub runt_length: u64,
 }
 
 /// Size of the mandatory header of REQ type `ty`.
@@ -198,6 +206,8 @@ pub fn req_hdr_len(ty: u8) -> Option<usize> {
         WRITE_RTA | FETCH_RTA | COMPARE_RTA | DC_WRITE_RTA => 24,
         LONGREAD_MSGRTM | LONGREAD_RTW => 24,
         LONGREAD_TAGRTM => 32,
+        RUNTREAD_MSGRTM => 40,
+        RUNTREAD_TAGRTM => 48,
         _ => return None,
     })
 }
@@ -213,6 +223,7 @@ pub fn is_tagged(ty: u8) -> bool {
             | MEDIUM_TAGRTM
             | LONGCTS_TAGRTM
             | LONGREAD_TAGRTM
+            | RUNTREAD_TAGRTM
             | DC_EAGER_TAGRTM
             | DC_MEDIUM_TAGRTM
             | DC_LONGCTS_TAGRTM
@@ -231,6 +242,8 @@ pub fn is_ordered(ty: u8) -> bool {
             | LONGCTS_TAGRTM
             | LONGREAD_MSGRTM
             | LONGREAD_TAGRTM
+            | RUNTREAD_MSGRTM
+            | RUNTREAD_TAGRTM
             | DC_EAGER_MSGRTM
             | DC_EAGER_TAGRTM
             | DC_MEDIUM_MSGRTM
@@ -307,6 +320,14 @@ pub fn write_req(
                 .u64(h.msg_length)
                 .u32(h.send_id)
                 .u32(h.read_iov_count);
+        }
+        RUNTREAD_MSGRTM | RUNTREAD_TAGRTM => {
+            w.u32(h.msg_id)
+                .u64(h.msg_length)
+                .u32(h.send_id)
+                .u32(h.read_iov_count)
+                .u64(h.seg_offset)
+                .u64(h.runt_length);
         }
         LONGREAD_RTW => {
             w.u32(h.rma_iov_count)
@@ -509,6 +530,14 @@ pub fn parse(b: &[u8]) -> Result<Pkt, ParseError> {
                 h.msg_length = rd64(b, 8);
                 h.send_id = rd32(b, 16);
                 h.read_iov_count = rd32(b, 20);
+            }
+            RUNTREAD_MSGRTM | RUNTREAD_TAGRTM => {
+                h.msg_id = rd32(b, 4);
+                h.msg_length = rd64(b, 8);
+                h.send_id = rd32(b, 16);
+                h.read_iov_count = rd32(b, 20);
+                h.seg_offset = rd64(b, 24);
+                h.runt_length = rd64(b, 32);
             }
             LONGREAD_RTW => {
                 h.rma_iov_count = rd32(b, 4);
@@ -816,6 +845,11 @@ pub fn read_iovs(data: &[u8], count: u32) -> Option<Vec<RmaIov>> {
     )
 }
 
+/// The bytes `iov` describes in all, if that fits in a u64.
+pub fn read_iov_total(iov: &[RmaIov]) -> Option<u64> {
+    iov.iter().try_fold(0u64, |t, r| t.checked_add(r.len))
+}
+
 /// `read_iov` entries as a long-read request's data.
 pub fn write_read_iovs(buf: &mut [u8], iov: &[RmaIov]) -> usize {
     let mut w = Writer::new(buf);
@@ -899,6 +933,8 @@ mod tests {
             (LONGREAD_MSGRTM, 24),
             (LONGREAD_TAGRTM, 32),
             (LONGREAD_RTW, 24),
+            (RUNTREAD_MSGRTM, 40),
+            (RUNTREAD_TAGRTM, 48),
         ] {
             let mut b = [0u8; 256];
             assert_eq!(
@@ -1046,6 +1082,74 @@ mod tests {
         );
     }
 
+    /// Runt-read requests (efa-reference §1): the long-read fields, then seg_offset and
+    /// runt_length, the tag last; the read_iov entries and runt bytes after the optional
+    /// headers. Both are ordered messages, the tagged one tagged.
+    #[test]
+    fn runt_read_requests_round_trip() {
+        let iov = [RmaIov {
+            addr: 0x7000,
+            len: 300_000,
+            key: 0x11,
+        }];
+        let h = ReqHdr {
+            msg_id: 0x0102_0304,
+            tag: 0xa5a5,
+            msg_length: 300_000,
+            send_id: 12,
+            read_iov_count: 1,
+            seg_offset: 4096,
+            runt_length: 12_288,
+            ..Default::default()
+        };
+        let addr = EfaAddr {
+            gid: [3; 16],
+            qpn: 4,
+            qkey: 5,
+        };
+        let mut b = [0u8; 256];
+        for (ty, flags) in [(RUNTREAD_MSGRTM, REQ_MSG), (RUNTREAD_TAGRTM, REQ_TAGGED)] {
+            let n = write_req(&mut b, ty, flags, &h, &[], Some(&addr), None, None);
+            assert_eq!(n, req_len(ty, 0, true, false, false));
+            // The fields where upstream's struct puts them.
+            assert_eq!(rd32(&b, 4), 0x0102_0304);
+            assert_eq!(rd64(&b, 8), 300_000);
+            assert_eq!(rd32(&b, 16), 12);
+            assert_eq!(rd32(&b, 20), 1);
+            assert_eq!(rd64(&b, 24), 4096);
+            assert_eq!(rd64(&b, 32), 12_288);
+            let m = write_read_iovs(&mut b[n..], &iov);
+            b[n + m..n + m + 5].copy_from_slice(b"runt!");
+            let Pkt::Req(r) = parse(&b[..n + m + 5]).unwrap() else {
+                panic!()
+            };
+            let want = ReqHdr {
+                tag: if ty == RUNTREAD_TAGRTM { h.tag } else { 0 },
+                ..h
+            };
+            assert_eq!((r.ty, r.hdr, r.raw_addr), (ty, want, Some(addr)));
+            assert_eq!(read_iovs(&b[r.data_off..], 1).unwrap(), iov);
+            assert_eq!(&b[r.data_off + RMA_IOV_LEN..n + m + 5], b"runt!");
+            assert!(is_ordered(ty));
+            assert_eq!(is_tagged(ty), ty == RUNTREAD_TAGRTM);
+            assert_eq!(parse(&b[..39]), Err(ParseError::Truncated));
+        }
+        assert_eq!(
+            read_iov_total(&[iov[0], RmaIov { len: 1, ..iov[0] }]),
+            Some(300_001)
+        );
+        assert_eq!(
+            read_iov_total(&[
+                iov[0],
+                RmaIov {
+                    len: u64::MAX,
+                    ..iov[0]
+                }
+            ]),
+            None
+        );
+    }
+
     #[test]
     fn control_packets_round_trip() {
         let mut b = [0u8; 64];
@@ -1174,7 +1278,7 @@ mod tests {
         }
 
         #[test]
-        fn parse_never_panics_on_plausible_headers(ty in prop::sample::select(vec![3u8, 4, 5, 7, 8, 9, 10, 11, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 133, 134, 135, 136, 137, 138, 139, 140, 141, 200]),
+        fn parse_never_panics_on_plausible_headers(ty in prop::sample::select(vec![3u8, 4, 5, 7, 8, 9, 10, 11, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 75, 76, 128, 129, 130, 133, 134, 135, 136, 137, 138, 139, 140, 141, 145, 146, 200]),
                                                     flags in any::<u16>(), rest in proptest::collection::vec(any::<u8>(), 0..200)) {
             let mut b = vec![ty, VERSION];
             b.extend_from_slice(&flags.to_le_bytes());

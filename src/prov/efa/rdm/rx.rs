@@ -449,9 +449,16 @@ impl RdmEndpoint {
     /// Messages and atomics are processed in msg_id order (§4).
     fn ordered(&self, g: &mut Inner, p: usize, req: Req, b: &[u8]) {
         let id = req.hdr.msg_id;
+        // Medium and runt-read messages come in several packets: the later ones join the
+        // first, past the window.
         let medium = matches!(
             req.ty,
-            pkt::MEDIUM_MSGRTM | pkt::MEDIUM_TAGRTM | pkt::DC_MEDIUM_MSGRTM | pkt::DC_MEDIUM_TAGRTM
+            pkt::MEDIUM_MSGRTM
+                | pkt::MEDIUM_TAGRTM
+                | pkt::DC_MEDIUM_MSGRTM
+                | pkt::DC_MEDIUM_TAGRTM
+                | pkt::RUNTREAD_MSGRTM
+                | pkt::RUNTREAD_TAGRTM
         );
         if medium && g.peers[p].rx_map.contains_key(&id) {
             self.process_req(g, p, &req, b);
@@ -490,6 +497,8 @@ impl RdmEndpoint {
             pkt::EAGER_MSGRTM..=pkt::LONGCTS_TAGRTM
             | pkt::LONGREAD_MSGRTM
             | pkt::LONGREAD_TAGRTM
+            | pkt::RUNTREAD_MSGRTM
+            | pkt::RUNTREAD_TAGRTM
             | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_TAGRTM => self.recv_msg(g, p, req, data),
             pkt::LONGREAD_RTW => self.recv_long_write(g, p, req, data),
             pkt::EAGER_RTW | pkt::DC_EAGER_RTW | pkt::LONGCTS_RTW | pkt::DC_LONGCTS_RTW => {
@@ -503,10 +512,10 @@ impl RdmEndpoint {
         }
     }
 
-    /// A message's first packet (or a medium segment).
+    /// A message's first packet (or a medium or runt segment).
     fn recv_msg(&self, g: &mut Inner, p: usize, req: &Req, data: &[u8]) {
         let ty = req.ty;
-        let dc = ty >= pkt::DC_EAGER_MSGRTM;
+        let dc = (pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_TAGRTM).contains(&ty);
         let base = if dc {
             ty - pkt::DC_EAGER_MSGRTM + pkt::EAGER_MSGRTM
         } else {
@@ -519,20 +528,35 @@ impl RdmEndpoint {
             _ => (false, false),
         };
         let longread = matches!(base, pkt::LONGREAD_MSGRTM | pkt::LONGREAD_TAGRTM);
+        let runt = matches!(base, pkt::RUNTREAD_MSGRTM | pkt::RUNTREAD_TAGRTM);
         let h = &req.hdr;
+        let mut data = data;
+        let mut lr = None;
+        if runt {
+            // The sender's memory, then runt bytes (`runt.rs`); later packets join the first.
+            let Some(rp) = super::runt::parts(h, data) else {
+                g.dropped += 1;
+                return;
+            };
+            if let Some(&id) = g.peers[p].rx_map.get(&h.msg_id) {
+                return self.runt_segment(g, id, h, &rp);
+            }
+            data = rp.bytes;
+            lr = Some(LongRead::runt(rp.iov, rp.runt));
+        }
         // A long read's data is where to read it: the sender's registered memory.
-        let lr = if longread {
+        if longread {
             let iov = pkt::read_iovs(data, h.read_iov_count)
-                .filter(|iov| iov.iter().map(|r| r.len).sum::<u64>() == h.msg_length);
+                .filter(|iov| pkt::read_iov_total(iov) == Some(h.msg_length));
             let Some(iov) = iov else {
                 g.dropped += 1;
                 return;
             };
-            Some(LongRead::new(iov))
-        } else {
-            None
-        };
-        let Ok(total) = usize::try_from(if medium || longcts || longread {
+            lr = Some(LongRead::new(iov));
+        }
+        // Runt bytes wait staged (with the rest of an unexpected long read in the sender).
+        let runt_len = lr.as_ref().map_or(0, |l| l.from);
+        let Ok(total) = usize::try_from(if medium || longcts || longread || runt {
             h.msg_length
         } else {
             data.len() as u64
@@ -540,7 +564,11 @@ impl RdmEndpoint {
             g.dropped += 1;
             return;
         };
-        let off = if medium { h.seg_offset as usize } else { 0 };
+        let off = if medium || runt {
+            h.seg_offset as usize
+        } else {
+            0
+        };
         if medium {
             if let Some(&id) = g.peers[p].rx_map.get(&h.msg_id) {
                 self.rx_data(g, id, off, data);
@@ -558,7 +586,7 @@ impl RdmEndpoint {
         let recv = q.match_incoming(src, h.tag, tagged, total);
         let staging = match (&recv, longcts) {
             (Some(_), _) => Vec::new(),
-            _ if longread => Vec::new(),
+            _ if lr.is_some() => vec![0u8; runt_len],
             (None, true) => vec![0u8; data.len()],
             (None, false) => vec![0u8; total],
         };
@@ -574,7 +602,7 @@ impl RdmEndpoint {
             tag: if tagged { h.tag } else { 0 },
             cq_data: req.cq_data,
             tagged,
-            medium,
+            medium: medium || runt,
             longcts,
             credits: h.credit_request as usize,
             staging,
@@ -584,7 +612,7 @@ impl RdmEndpoint {
             lr,
             edge: 0,
         });
-        if medium {
+        if medium || runt {
             g.peers[p].rx_map.insert(h.msg_id, id);
         }
         match recv {

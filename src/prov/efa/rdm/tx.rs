@@ -7,8 +7,8 @@
 //! `FI_EFA_INTER_MAX_MEDIUM_MESSAGE_SIZE` (all segments at once), long-CTS beyond (the first
 //! chunk with the request, the rest under the receiver's CTS windows); delivery-complete
 //! variants when asked. Before all of these, long read (`longread.rs`) where both devices do
-//! RDMA read and the message is long enough; runt read is not implemented (upstream sends it
-//! only from device memory or with `FI_EFA_RUNT_SIZE` set).
+//! RDMA read and the message is long enough, or runt read (`runt.rs`) when `FI_EFA_RUNT_SIZE`
+//! is set.
 
 use std::sync::Arc;
 
@@ -119,8 +119,8 @@ impl Inner {
 // ---- request packets ----
 
 impl Inner {
-    /// Sends a request packet: `data` (from the op's iov at `off`, `data_len` bytes) after the
-    /// headers. Returns false (nothing sent) if the headers do not fit.
+    /// Sends a request packet: after the headers `extra` (rma entries of an atomic's operand,
+    /// a long or runt read's `read_iov`), then `data_len` bytes of the op's data from `off`.
     #[allow(clippy::too_many_arguments)]
     pub fn send_req(
         &mut self,
@@ -141,6 +141,8 @@ impl Inner {
                 pkt::EAGER_MSGRTM..=pkt::LONGCTS_RTW
                     | pkt::LONGREAD_MSGRTM..=pkt::LONGREAD_RTW
                     | pkt::DC_EAGER_MSGRTM..=pkt::DC_LONGCTS_RTW
+                    | pkt::RUNTREAD_MSGRTM
+                    | pkt::RUNTREAD_TAGRTM
             )
         });
         let hs = self.peers[peer].hs_received;
@@ -162,8 +164,10 @@ impl Inner {
         };
         t.queued = t.queued.max(off + data_len);
         t.in_flight += 1;
-        // The payload ends the packet unless `extra` follows it.
-        let piece = (data_len >= ZERO_COPY_MIN && extra.is_empty())
+        let hdr = hdr + extra.len();
+        b[HEADROOM + hdr - extra.len()..HEADROOM + hdr].copy_from_slice(extra);
+        // The payload ends the packet.
+        let piece = (data_len >= ZERO_COPY_MIN)
             .then(|| t.source_piece(off, data_len))
             .flatten();
         if let Some(tail) = piece {
@@ -174,15 +178,7 @@ impl Inner {
         if data_len > 0 {
             t.copy_out(off, &mut b[HEADROOM + hdr..HEADROOM + hdr + data_len]);
         }
-        b[HEADROOM + hdr + data_len..HEADROOM + hdr + data_len + extra.len()]
-            .copy_from_slice(extra);
-        self.send_pkt(
-            peer,
-            b,
-            hdr + data_len + extra.len(),
-            Owner::Tx(id),
-            data_len,
-        );
+        self.send_pkt(peer, b, hdr + data_len, Owner::Tx(id), data_len);
     }
 
     /// Header bytes of a request of type `ty` to `peer` (raw address until the handshake).
