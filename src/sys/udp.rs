@@ -38,11 +38,27 @@ pub struct UdpSock {
     rx_scratch: Box<RecvScratch>,
 }
 
-#[derive(Debug)]
+/// What a receive call hands the kernel besides the buffers: kept with the socket, so that a
+/// call (most of them find nothing, while an application polls) fills in only the entries it
+/// uses instead of building and zeroing 32 of each on the stack.
 struct RecvScratch {
     names: [libc::sockaddr_storage; BATCH],
     cmsgs: [SegmentCmsg; BATCH],
+    iov: [[libc::iovec; 3]; BATCH],
+    hdrs: [libc::mmsghdr; BATCH],
 }
+
+impl core::fmt::Debug for RecvScratch {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("RecvScratch")
+    }
+}
+
+// SAFETY: the raw pointers in `iov` and `hdrs` are only ever set and used within one receive
+// call, under `&mut UdpSock`; between calls they are stale and never read.
+unsafe impl Send for RecvScratch {}
+// SAFETY: as above; a shared reference never touches the scratch.
+unsafe impl Sync for RecvScratch {}
 
 /// Room for one `UDP_SEGMENT` cmsg, aligned for `cmsghdr`.
 #[derive(Clone, Copy)]
@@ -185,6 +201,12 @@ impl UdpSock {
                 // SAFETY: an all-zero sockaddr_storage is valid.
                 names: unsafe { core::mem::zeroed() },
                 cmsgs: [SegmentCmsg([0; 32]); BATCH],
+                iov: [[libc::iovec {
+                    iov_base: core::ptr::null_mut(),
+                    iov_len: 0,
+                }; 3]; BATCH],
+                // SAFETY: all-zero mmsghdrs are valid (null pointers, zero lengths).
+                hdrs: unsafe { core::mem::zeroed() },
             }),
         })
     }
@@ -233,15 +255,13 @@ impl UdpSock {
         if n == 0 {
             return 0;
         }
-        let empty = libc::iovec {
-            iov_base: core::ptr::null_mut(),
-            iov_len: 0,
-        };
-        let mut iov: [[libc::iovec; 3]; BATCH] = [[empty; 3]; BATCH];
-        // SAFETY: all-zero msghdrs and sockaddr_storages are valid.
-        let mut hdrs: [libc::mmsghdr; BATCH] = unsafe { core::mem::zeroed() };
         let fd = self.fd();
-        let RecvScratch { names, cmsgs } = &mut *self.rx_scratch;
+        let RecvScratch {
+            names,
+            cmsgs,
+            iov,
+            hdrs,
+        } = &mut *self.rx_scratch;
         for i in 0..n {
             let buf = &mut bufs[i];
             let parts = match split.get(i) {
