@@ -45,6 +45,9 @@ fn the_emulated_device_is_listed_first_with_its_attributes() {
     let dev = nic.device.as_ref().unwrap();
     assert_eq!(dev.name.as_deref(), Some("efa0"));
     assert_eq!(dev.device_id.as_deref(), Some("0xefa1"));
+    // The PCI function comes from /sys/class/infiniband/efa0/device, which the emulated NIC
+    // has not: unknown, not made up.
+    assert_eq!(nic.bus.as_ref().unwrap().bus_type, FI_BUS_UNSPEC);
     assert_eq!(rdm.tx_attr.inject_size, 4096);
     assert_eq!(dgrm.tx_attr.inject_size, 32, "the device's inline size");
     assert_eq!(dgrm.ep_attr.max_msg_size, 8192);

@@ -120,6 +120,20 @@ pub fn link_info(name: &str, running: bool) -> LinkInfo {
     }
 }
 
+/// The PCI function of an RDMA device (`/sys/class/infiniband/<name>/device`), as `link_info`
+/// finds an interface's.
+pub fn ib_device_pci(name: &str) -> Option<PciAddr> {
+    if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+        return None;
+    }
+    let dev = std::path::Path::new("/sys/class/infiniband")
+        .join(name)
+        .join("device");
+    std::fs::canonicalize(dev)
+        .ok()
+        .and_then(|p| p.to_str().and_then(PciAddr::of_device_path))
+}
+
 fn mtu_of(name: &str) -> usize {
     // SAFETY: a plain datagram socket used only for the ioctl, closed below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };

@@ -374,19 +374,7 @@ fn nic(dev: &UdpDeviceInfo, pci: bool) -> Nic {
             driver: Some("srd-udp".into()),
             firmware: Some(env!("CARGO_PKG_VERSION").into()),
         }),
-        bus: Some(match dev.link.pci.filter(|_| pci) {
-            Some(p) => BusAttr {
-                bus_type: FI_BUS_PCI,
-                pci_domain_id: p.domain,
-                pci_bus_id: p.bus,
-                pci_device_id: p.device,
-                pci_function_id: p.function,
-            },
-            None => BusAttr {
-                bus_type: FI_BUS_UNSPEC,
-                ..Default::default()
-            },
-        }),
+        bus: Some(pci_bus(dev.link.pci.filter(|_| pci))),
         link: Some(LinkAttr {
             address: Some(format!(
                 "EFA-{}",
@@ -408,8 +396,26 @@ fn nic(dev: &UdpDeviceInfo, pci: bool) -> Nic {
     }
 }
 
+/// `fi_bus_attr` of a PCI function, or of an unknown bus.
+fn pci_bus(pci: Option<crate::sys::netif::PciAddr>) -> BusAttr {
+    match pci {
+        Some(p) => BusAttr {
+            bus_type: FI_BUS_PCI,
+            pci_domain_id: p.domain,
+            pci_bus_id: p.bus,
+            pci_device_id: p.device,
+            pci_function_id: p.function,
+        },
+        None => BusAttr {
+            bus_type: FI_BUS_UNSPEC,
+            ..Default::default()
+        },
+    }
+}
+
 /// The NIC of an EFA device, as upstream describes it: the verbs device name, vendor part,
-/// the port's MTU, speed and state. (The PCI function is left unknown in this slice.)
+/// its PCI function (sysfs `device`; NCCL's plugin places GPUs by it), the port's MTU, speed
+/// and state.
 fn hw_nic(dev: &HwDeviceInfo) -> Nic {
     Nic {
         device: Some(DeviceAttr {
@@ -420,10 +426,7 @@ fn hw_nic(dev: &HwDeviceInfo) -> Nic {
             driver: Some("efa".into()),
             firmware: None,
         }),
-        bus: Some(BusAttr {
-            bus_type: FI_BUS_UNSPEC,
-            ..Default::default()
-        }),
+        bus: Some(pci_bus(dev.pci)),
         link: Some(LinkAttr {
             address: Some(format!(
                 "EFA-{}",

@@ -91,6 +91,8 @@ pub struct HwDeviceInfo {
     /// Port speed in bits/s (width × lane rate).
     pub speed_bps: u64,
     pub up: bool,
+    /// The device's PCI function (sysfs), for `fi_nic`'s bus attributes.
+    pub pci: Option<crate::sys::netif::PciAddr>,
     verbs: &'static Verbs,
 }
 
@@ -207,7 +209,6 @@ fn probe(
         mtu = mtu.min(m.max(MIN_MTU));
     }
     Some(HwDeviceInfo {
-        name,
         gid: gid.raw,
         mtu,
         inline_size: usize::from(efa.inline_buf_size),
@@ -222,6 +223,8 @@ fn probe(
         vendor_part_id: attr.vendor_part_id,
         speed_bps: port_speed(port.active_width, port.active_speed),
         up: port.state == IBV_PORT_ACTIVE,
+        pci: crate::sys::netif::ib_device_pci(&name),
+        name,
         verbs: v,
     })
 }
