@@ -242,6 +242,20 @@ fn long_transfers_placed_straight_into_their_destination_arrive_intact() {
             "{who}: {placed} of {ctsdata} CTSDATA placed"
         );
     }
+    // Writes longer than one CTS window (32 datagrams, 2 MiB): a sender serves windows in the
+    // order their CTS came, so a write granted its next window queues behind the others.
+    let before = [&a, &b].map(|n| rdm(n).device_stats().placed);
+    const LONG: usize = 5 * MIB;
+    writes_both_ways(&a, &b, 4, LONG, 9);
+    // Writes and reads: 4 × 5 MiB each, all but the first packet's 64 KiB in CTSDATA.
+    let ctsdata = (2 * 4 * LONG / 65_451) as u64;
+    for (i, (who, n)) in [("a", &a), ("b", &b)].into_iter().enumerate() {
+        let placed = rdm(n).device_stats().placed - before[i];
+        assert!(
+            placed * 4 >= ctsdata * 3,
+            "{who}: {placed} of about {ctsdata} CTSDATA of long writes placed"
+        );
+    }
     let before = rdm(&b).device_stats().placed;
     tagged_into_pieces(&a, &b, 40);
     assert!(

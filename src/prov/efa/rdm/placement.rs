@@ -34,8 +34,8 @@ pub(super) enum Target {
 
 #[derive(Default)]
 pub(super) struct Placing {
-    /// Receives and reads in the order their window was granted (CTS, or a read request's
-    /// first window): the order their senders stream them (`Inner::parked`).
+    /// Receives and reads in the order their latest window was granted (CTS, or a read
+    /// request's first window): the order their senders stream them (`Inner::parked`).
     pub order: VecDeque<Target>,
     pub list: Vec<Placement>,
     /// Per placement, by token: what it names, offset and length.
@@ -120,11 +120,14 @@ impl Inner {
         }
     }
 
-    /// A window was granted for `t`.
+    /// A window was granted for `t`: its data comes after the windows granted before it (the
+    /// sender serves windows in the order their CTS arrive, `Inner::parked`), so a transfer
+    /// granted its next window goes to the back.
     pub fn granted(&mut self, t: Target) {
-        if !self.placing.order.contains(&t) {
-            self.placing.order.push_back(t);
+        if let Some(i) = self.placing.order.iter().position(|&x| x == t) {
+            self.placing.order.remove(i);
         }
+        self.placing.order.push_back(t);
     }
 }
 
