@@ -650,17 +650,8 @@ fn with_fi_efa_runt_size_long_messages_go_by_runt_read() {
     ];
     for (i, &(len, tagged, reg_recv, early)) in cases.iter().enumerate() {
         let want = pattern(len, 90 + i as u8);
-        let cut = if len % 2 == 1 { len / 3 } else { len };
-        let (s1, v1) = buf(cut);
-        s1.copy_from_slice(&want[..cut]);
-        let _m1 = a.reg(v1, FI_SEND, 0);
-        let mut iov = vec![v1];
-        let _m2 = (cut < len).then(|| {
-            let (s2, v2) = buf(len - cut);
-            s2.copy_from_slice(&want[cut..]);
-            iov.push(v2);
-            a.reg(v2, FI_SEND, 0)
-        });
+        // Two pieces for the odd length, one otherwise.
+        let (iov, _mrs) = a.registered_source(&want, len % 2 == 1);
         let (dst, dv) = buf(len);
         let _rm = reg_recv.then(|| b.reg(dv, FI_RECV, 0));
         let tag = tagged.then_some(0x99);

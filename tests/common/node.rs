@@ -185,6 +185,25 @@ impl Node {
             .unwrap()
     }
 
+    /// `data` copied into send buffers registered here (FI_SEND): one piece, or two split at
+    /// a third of it when `two` (a source that is no single registration). The iov, and the
+    /// registrations to keep alive.
+    pub fn registered_source(&self, data: &[u8], two: bool) -> (Vec<IoVec>, Vec<Arc<Mr>>) {
+        let cut = if two { data.len() / 3 } else { data.len() };
+        let mut iov = Vec::new();
+        let mut mrs = Vec::new();
+        for part in [&data[..cut], &data[cut..]] {
+            if part.is_empty() {
+                continue;
+            }
+            let (s, v) = buf(part.len());
+            s.copy_from_slice(part);
+            mrs.push(self.reg(v, FI_SEND, 0));
+            iov.push(v);
+        }
+        (iov, mrs)
+    }
+
     /// Posts until the provider accepts (retrying on EAGAIN with progress).
     pub fn retry(&self, mut f: impl FnMut() -> Result<(), Errno>) -> Result<(), Errno> {
         let t = Instant::now();
