@@ -291,7 +291,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             }
         }
         while peer.slots.front().is_some_and(|s| s.acked) {
-            peer.slots.pop_front();
+            peer.pop_slot();
             peer.base = peer.base.wrapping_add(1);
         }
     }
@@ -322,7 +322,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.completions.push_back((wr_id, Status::Rnr, buf));
             // The receiver never got it: later datagrams carry a base past it.
             while peer.slots.front().is_some_and(|s| s.acked) {
-                peer.slots.pop_front();
+                peer.pop_slot();
                 peer.base = peer.base.wrapping_add(1);
             }
             self.fill_window(now, p);

@@ -66,6 +66,9 @@ pub struct Config {
     pub accept_unkeyed: bool,
     /// Most datagrams in flight per peer (≤ [`wire::SACK_BITS`]: what one ack can cover).
     pub max_window: u32,
+    /// Most bytes a peer may have in flight, whatever its datagrams' sizes (the receiver's
+    /// socket buffer holds that much): peers of one device may differ in datagram size.
+    pub max_window_bytes: usize,
     pub initial_window: u32,
     pub min_rto: Time,
     pub max_rto: Time,
@@ -94,6 +97,7 @@ impl Default for Config {
             qkey: 0,
             accept_unkeyed: false,
             max_window: 64,
+            max_window_bytes: usize::MAX,
             initial_window: 32,
             min_rto: MS,
             max_rto: 200 * MS,
@@ -212,6 +216,8 @@ struct Peer<A> {
     /// Sequence of `slots[0]`.
     base: u32,
     slots: VecDeque<Slot>,
+    /// Bytes of the datagrams in `slots`.
+    slot_bytes: usize,
     /// Sends waiting for window room: (wr_id, buffer, datagram length).
     queued: VecDeque<(u64, Vec<u8>, usize, IoVec)>,
     cwnd: f64,
@@ -290,6 +296,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             next_seq: 0,
             base: 0,
             slots: VecDeque::new(),
+            slot_bytes: 0,
             queued: VecDeque::new(),
             cwnd: cfg.initial_window.min(cfg.max_window) as f64,
             ssthresh: cfg.max_window as f64,
@@ -446,6 +453,13 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         }
         let (first_due, newest) = self.scan();
         self.probe_time(ack_delay, first_due, newest)
+    }
+
+    /// Drops the (settled) slot at the head of the window.
+    fn pop_slot(&mut self) {
+        if let Some(s) = self.slots.pop_front() {
+            self.slot_bytes -= s.len + s.tail.len();
+        }
     }
 
     fn in_flight(&self) -> usize {
@@ -627,6 +641,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         let peer = &mut self.peers[p];
         while peer.in_flight() < (peer.cwnd as usize).max(1)
             && peer.in_flight() < self.cfg.max_window as usize
+            && peer.slot_bytes < self.cfg.max_window_bytes
         {
             let Some((wr_id, mut datagram, mut len, mut tail)) = peer.queued.pop_front() else {
                 break;
@@ -665,6 +680,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             .emit(&mut datagram[..len]);
             // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
             wire::seal(&mut datagram[..len], self.cfg.checksum_payloads);
+            peer.slot_bytes += len + tail.len();
             peer.slots.push_back(Slot {
                 wr_id,
                 datagram,
@@ -947,6 +963,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// a base past the failed ones, so the receiver does not wait for them).
     fn fail_peer(&mut self, p: usize, status: Status) {
         let peer = &mut self.peers[p];
+        peer.slot_bytes = 0;
         for slot in peer.slots.drain(..) {
             if !slot.acked && slot.wr_id != u64::MAX {
                 self.completions
