@@ -329,7 +329,7 @@ class Bench:
     def limit(self, what, arg):
         """One run of bench/limits, MB/s."""
         exe = os.path.join(self.build, "bench", "limits")
-        quick = ["0.3"] if what == "udp" and self.quick else []
+        quick = ["0.3"] if what.startswith("udp") and self.quick else []
         out = subprocess.run([exe, what, str(arg)] + quick, capture_output=True, text=True,
                              check=True).stdout.split()
         return float(out[2]) * 1000  # GB/s -> MB/s
@@ -489,8 +489,11 @@ def main():
                             lambda: b.limit("both-memcpy", 1 << 20))])
     # The SRD transport next to raw UDP, alternating, then one-way writes next to both.
     per_run.update(interleaved([("udp", "limit raw UDP", lambda: b.limit("udp", SRD_DATAGRAM)),
+                                ("udp-sweep", "limit raw UDP sweeping fi_rma_bw's buffers",
+                                 lambda: b.limit("udp-sweep", SRD_DATAGRAM)),
                                 ("bulk", "SRD transport alone", b.srd_bulk)]))
-    limits = {k: per_run.get(k) for k in ("memcpy", "cma", "both-cma", "both-memcpy", "udp")}
+    limits = {k: per_run.get(k)
+              for k in ("memcpy", "cma", "both-cma", "both-memcpy", "udp", "udp-sweep")}
     bulk = tuple(list(col) for col in zip(*per_run["bulk"])) if "bulk" in per_run else ([],) * 3
     for op in ("write", "read"):
         got = interleaved([(r.label, f"{r.label} {op}", lambda r=r: b.rma(r, op))
@@ -694,14 +697,20 @@ def main():
       "and the same sweep copied by each process inside its own memory (both-memcpy), the "
       "ceiling of one copy per byte while both CPUs copy. A shared-memory RMA write between "
       "two processes that both post cannot beat the first without mapping the other's "
-      "memory.")
+      "memory. Raw UDP: one process sends 65483-byte datagrams to another on loopback, from "
+      "and into 2 MiB that stay in the caches (bench/limits udp), or moving fi_rma_bw's one-way "
+      "1 MiB traffic, each 1 MiB slot of a 64-slot source cut into datagrams and received "
+      "into the same slot of a 64-slot destination (bench/limits udp-sweep): the ceiling of "
+      "a one-way 1 MiB write over UDP, whose bytes are copied by the sender's kernel and by "
+      "the receiver's, from and into memory the caches do not hold.")
     w("")
     w("| single-thread memcpy 1 MiB | process_vm_writev 1 MiB | process_vm_writev 1 MiB both "
       "ways, per side | memcpy 1 MiB both ways, per side | raw UDP loopback, "
-      f"{SRD_DATAGRAM} B datagrams |")
-    w("|---|---|---|---|---|")
+      f"{SRD_DATAGRAM} B datagrams | raw UDP loopback, fi_rma_bw's 64 MiB sweep |")
+    w("|---|---|---|---|---|---|")
     w(f"| {cell(limits['memcpy'])} | {cell(limits['cma'])} | {cell(limits['both-cma'])} | "
-      f"{cell(limits['both-memcpy'])} | {cell(limits['udp'])} |")
+      f"{cell(limits['both-memcpy'])} | {cell(limits['udp'])} | "
+      f"{cell(limits['udp-sweep'])} |")
     w("")
     w("## The software SRD transport alone (examples/srd_bulk: two queue pairs on loopback, "
       "one thread each, no RDM protocol)")
@@ -788,6 +797,10 @@ def main():
          med(tbw.get(rxd) or []), 20.0, ">="),
         ("efa write 1 MiB one way vs raw UDP limit", med(one_way.get(efa) or []),
          med(limits["udp"] or []), 0.9, ">="),
+        ("efa write 1 MiB one way vs raw UDP moving the same sweep (the ceiling)",
+         med(one_way.get(efa) or []), med(limits["udp-sweep"] or []), None, ""),
+        ("raw UDP: fi_rma_bw's sweep vs cached buffers", med(limits["udp-sweep"] or []),
+         med(limits["udp"] or []), None, ""),
         ("efa 8 B ping-pong vs 2.5.1 tcp, run by run", *lat8_paired(efa, NET_REF), 1.0, "<="),
         ("efa write 1 MiB both ways over veth vs 2.5.1 tcp", med(veth.get((efa, "write")) or []),
          med(veth.get((NET_REF, "write")) or []), 1.0, ">="),

@@ -3,7 +3,13 @@
  *   memcpy      single-thread copy bandwidth
  *   cma         cross-process single copy (process_vm_writev) bandwidth
  *   udp         raw UDP loopback goodput at a given datagram size (sendmmsg/recvmmsg, and
- *               UDP GSO when the kernel has it), between two processes
+ *               UDP GSO when the kernel has it), between two processes, from and into 32
+ *               datagrams' worth of memory that stays in the caches
+ *   udp-sweep   the same, moving fi_rma_bw's one-way 1 MiB traffic: each 1 MiB slot of a
+ *               64-slot source (64 MiB, as fi_rma_bw's window sweeps) cut into datagrams of
+ *               at most <datagram bytes>, received into the same slots of a 64-slot
+ *               destination: the ceiling of a one-way 1 MiB write over UDP that copies each
+ *               byte in the sender's kernel and in the receiver's, from and into cold memory
  *   both-cma    fi_rma_bw's write traffic with nothing else: two processes at once, each
  *               writing <bytes> at a time into the other (process_vm_writev) from slot j of a
  *               64-slot source into slot j of the other's 64-slot destination; GB/s per side
@@ -15,7 +21,7 @@
  *               two processes pass a counter back and forth through two cache lines of a
  *               shared page, <rounds> times; the floor of any shared-memory latency
  * Usage: limits memcpy <bytes> | cma <bytes> | both-cma <bytes> | both-memcpy <bytes>
- *             | udp <datagram bytes> [seconds]
+ *             | udp <datagram bytes> [seconds] | udp-sweep <datagram bytes> [seconds]
  *             | handoff <rounds>
  * Prints one line: "<name> <bytes> <GB/s>" ("handoff <rounds> <ns per one-way handoff>").
  * Part of the fabric project.
@@ -196,8 +202,26 @@ static int bench_both(int cma, size_t size)
 }
 
 #define BATCH 32
+/* udp-sweep: fi_rma_bw's window of 64 operations of 1 MiB, each in its own slot. */
+#define SWEEP_SLOT (1 << 20)
+#define SWEEP_SLOTS 64
 
-static int bench_udp(size_t dgram, double secs)
+/* The next datagram of a sweep: at *off (within slot *slot), at most dgram bytes, never
+ * across the end of a slot. */
+static size_t sweep_next(size_t dgram, size_t *slot, size_t *off, size_t *at)
+{
+	size_t len = SWEEP_SLOT - *off < dgram ? SWEEP_SLOT - *off : dgram;
+
+	*at = *slot * SWEEP_SLOT + *off;
+	*off += len;
+	if (*off == SWEEP_SLOT) {
+		*off = 0;
+		*slot = (*slot + 1) % SWEEP_SLOTS;
+	}
+	return len;
+}
+
+static int bench_udp(size_t dgram, double secs, int sweep)
 {
 	int rx = socket(AF_INET, SOCK_DGRAM, 0), tx = socket(AF_INET, SOCK_DGRAM, 0);
 	struct sockaddr_in addr = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -223,11 +247,13 @@ static int bench_udp(size_t dgram, double secs)
 	pid = fork();
 	if (pid == 0) {
 		/* Sender: batches of BATCH datagrams, as one GSO super-datagram when possible. */
-		char *data = xalloc(dgram * BATCH);
+		char *data = xalloc(sweep ? (size_t)SWEEP_SLOT * SWEEP_SLOTS : dgram * BATCH);
 		int seg = (int)dgram;
+		size_t slot = 0, off = 0;
 
 		close(pipefd[0]);
-		gso = dgram * BATCH <= 65000 && !setsockopt(tx, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg));
+		gso = !sweep && dgram * BATCH <= 65000 &&
+		      !setsockopt(tx, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg));
 		for (;;) {
 			if (gso) {
 				if (send(tx, data, dgram * BATCH, 0) < 0 && errno != ENOBUFS && errno != EAGAIN)
@@ -236,20 +262,41 @@ static int bench_udp(size_t dgram, double secs)
 				struct mmsghdr msgs[BATCH];
 				struct iovec iov[BATCH];
 
+				size_t s0 = slot, o0 = off;
+				int sent;
+
 				for (int i = 0; i < BATCH; i++) {
-					iov[i] = (struct iovec){ data + i * dgram, dgram };
+					size_t at, len = dgram;
+
+					if (sweep)
+						len = sweep_next(dgram, &slot, &off, &at);
+					else
+						at = i * dgram;
+					iov[i] = (struct iovec){ data + at, len };
 					memset(&msgs[i], 0, sizeof(msgs[i]));
 					msgs[i].msg_hdr.msg_iov = &iov[i];
 					msgs[i].msg_hdr.msg_iovlen = 1;
 				}
-				if (sendmmsg(tx, msgs, BATCH, 0) < 0 && errno != ENOBUFS && errno != EAGAIN)
+				sent = sendmmsg(tx, msgs, BATCH, 0);
+				if (sent < 0 && errno != ENOBUFS && errno != EAGAIN)
 					_exit(0);
+				if (sweep) {
+					/* Resume after the last datagram the kernel took. */
+					slot = s0;
+					off = o0;
+					for (int i = 0; i < (sent > 0 ? sent : 0); i++) {
+						size_t at;
+
+						sweep_next(dgram, &slot, &off, &at);
+					}
+				}
 			}
 		}
 	}
 
 	/* Receiver: count delivered payload for `secs`. */
-	char *rbuf = xalloc(dgram * BATCH);
+	char *rbuf = xalloc(sweep ? (size_t)SWEEP_SLOT * SWEEP_SLOTS : dgram * BATCH);
+	size_t slot = 0, off = 0;
 	struct mmsghdr msgs[BATCH];
 	struct iovec iov[BATCH];
 	struct timeval tv = { 0, 100000 };
@@ -258,13 +305,38 @@ static int bench_udp(size_t dgram, double secs)
 
 	setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	for (;;) {
+		size_t s0 = slot, o0 = off;
+
 		for (int i = 0; i < BATCH; i++) {
-			iov[i] = (struct iovec){ rbuf + i * dgram, dgram };
+			size_t at, len = dgram;
+
+			if (sweep) {
+				/* Where the sender's datagrams land if none is lost; a whole
+				 * datagram's room, so that one that is not where expected (a
+				 * loss before it) still arrives whole. */
+				sweep_next(dgram, &slot, &off, &at);
+				if (at > (size_t)SWEEP_SLOT * SWEEP_SLOTS - dgram)
+					at = (size_t)SWEEP_SLOT * SWEEP_SLOTS - dgram;
+			} else {
+				at = i * dgram;
+			}
+			iov[i] = (struct iovec){ rbuf + at, len };
 			memset(&msgs[i], 0, sizeof(msgs[i]));
 			msgs[i].msg_hdr.msg_iov = &iov[i];
 			msgs[i].msg_hdr.msg_iovlen = 1;
 		}
 		int n = recvmmsg(rx, msgs, BATCH, MSG_WAITFORONE, NULL);
+
+		if (sweep) {
+			/* The next receive starts after the last datagram received. */
+			slot = s0;
+			off = o0;
+			for (int i = 0; i < (n > 0 ? n : 0); i++) {
+				size_t at;
+
+				sweep_next(dgram, &slot, &off, &at);
+			}
+		}
 
 		if (n > 0) {
 			if (t0 == 0)
@@ -278,7 +350,7 @@ static int bench_udp(size_t dgram, double secs)
 	}
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
-	printf("udp %zu %.3f\n", dgram, total / t / 1e9);
+	printf("%s %zu %.3f\n", sweep ? "udp-sweep" : "udp", dgram, total / t / 1e9);
 	return 0;
 }
 
@@ -322,7 +394,7 @@ static int bench_handoff(long rounds)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp <bytes> [seconds] | handoff <rounds>\n", argv[0]);
+		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp|udp-sweep <bytes> [seconds] | handoff <rounds>\n", argv[0]);
 		return 2;
 	}
 	size_t n = strtoull(argv[2], NULL, 0);
@@ -335,7 +407,9 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "both-memcpy"))
 		return bench_both(0, n);
 	if (!strcmp(argv[1], "udp"))
-		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0);
+		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0, 0);
+	if (!strcmp(argv[1], "udp-sweep"))
+		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0, 1);
 	if (!strcmp(argv[1], "handoff"))
 		return bench_handoff((long)n);
 	fprintf(stderr, "unknown measurement %s\n", argv[1]);

@@ -222,7 +222,8 @@ test)
 		"LD_LIBRARY_PATH=$libdir" rma_bw -o write -S 64k -I 20 -v
 	# Devices of different MTUs (issue 28), local shm off: srd_lo against srd_lo with its MTU
 	# lowered to 1,400 bytes, both ways round; and srd_lo against the first non-loopback srd
-	# domain, when the host has one.
+	# domain, when the host has one (an address of this host: both sides move loopback's
+	# packets, `docs/internals.md`).
 	lo="-p efa -d srd_lo-rdm"
 	mixed "efa-srd rdm_mtu srd_lo / srd_lo with FI_EFA_MTU_SIZE=1400" \
 		"FI_EFA_ENABLE_SHM_TRANSFER=0" "$lo" "FI_EFA_ENABLE_SHM_TRANSFER=0 FI_EFA_MTU_SIZE=1400" "$lo"
@@ -232,8 +233,16 @@ test)
 	if [ -n "$eth" ]; then
 		mixed "efa-srd rdm_mtu srd_lo / srd_$eth" \
 			"FI_EFA_ENABLE_SHM_TRANSFER=0" "$lo" "FI_EFA_ENABLE_SHM_TRANSFER=0" "-p efa -d srd_$eth-rdm"
+		# Two processes of this host on the Ethernet domain (fabtests' first efa domain),
+		# local shm off: each reaches the other's address over loopback, with loopback's
+		# 64 KiB packets (device::udp::LocalPath), both ways at every size, data checked.
+		t="efa-srd-$eth|FI_EFA_ENABLE_SHM_TRANSFER=0|-p efa -d srd_$eth-rdm"
+		for c in "${perf_cases[@]:0:2}" "${perf_cases[@]:5:1}"; do
+			# shellcheck disable=SC2086
+			run_case "efa-srd srd_$eth ${c%% -S*}" "$t" "LD_LIBRARY_PATH=$libdir" $c
+		done
 	else
-		echo "skipped: rdm_mtu srd_lo / srd_<eth>: no non-loopback interface with an IPv4 address"
+		echo "skipped: srd_lo / srd_<eth> and srd_<eth> pairs: no non-loopback interface with an IPv4 address"
 	fi
 	# The software SRD under a faulty network (dropped, duplicated, corrupted and delayed
 	# datagrams, injected by the UDP device): every byte still arrives intact, every

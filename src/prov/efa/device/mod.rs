@@ -312,6 +312,14 @@ pub trait Device: Send {
     /// Largest payload of one datagram.
     fn mtu(&self) -> usize;
 
+    /// Largest payload of one datagram to and from `peer`: [`Device::mtu`], unless the device
+    /// reaches that peer over a path of larger datagrams (the software device: an address of
+    /// this host, which the kernel routes over loopback whatever interface we are on).
+    fn path_mtu(&self, peer: &EfaAddr) -> usize {
+        let _ = peer;
+        self.mtu()
+    }
+
     fn addr(&self) -> EfaAddr;
 
     fn caps(&self) -> DeviceCaps {

@@ -213,7 +213,9 @@ impl RdmEndpoint {
     /// `n` bytes at `off` of read `id` arrived (copied, or put in place by the device:
     /// `placement`).
     pub(super) fn read_landed(&self, g: &mut Inner, id: u64, off: usize, n: usize) {
-        let room = g.ctsdata_room().max(1);
+        let Some(room) = g.txes.get(id).map(|t| g.grant_room(t.peer)) else {
+            return;
+        };
         let credits = g.knobs.tx_min_credits;
         let connid = g.connid();
         let Some(t) = g.txes.get_mut(id) else { return };

@@ -43,6 +43,10 @@ pub(super) struct Peer {
     /// The largest packet the peer receives, from its handshake (`pkt::HS_MAX_PKT`); `None`
     /// in a handshake without it: the same as ours.
     pub max_pkt: Option<usize>,
+    /// The largest packet our device carries to and from it (`Device::path_mtu`): our MTU,
+    /// or more for a peer at one of this host's addresses reached over loopback. It is what
+    /// our handshake tells it we receive.
+    pub path_mtu: usize,
     /// Something was sent to it (the handshake trigger is needed only once).
     pub contacted: bool,
     /// Operations waiting for the handshake.
@@ -56,10 +60,11 @@ pub(super) struct Peer {
 }
 
 impl Peer {
-    fn new(addr: EfaAddr, fi_addr: u64) -> Peer {
+    fn new(addr: EfaAddr, fi_addr: u64, path_mtu: usize) -> Peer {
         Peer {
             addr,
             fi_addr,
+            path_mtu,
             next_msg_id: 0,
             expected_msg_id: 0,
             ooo: BTreeMap::new(),
@@ -156,7 +161,8 @@ impl Inner {
             .as_ref()
             .and_then(|av| av.reverse(&addr.to_bytes()))
             .unwrap_or(FI_ADDR_NOTAVAIL);
-        self.peers.push(Peer::new(addr, fi_addr));
+        let path_mtu = self.dev.path_mtu(&addr);
+        self.peers.push(Peer::new(addr, fi_addr, path_mtu));
         let p = self.peers.len() - 1;
         self.by_addr.insert(addr, p);
         if fi_addr != FI_ADDR_NOTAVAIL {
@@ -201,8 +207,10 @@ impl Inner {
         self.dev.addr().qkey
     }
 
-    /// The largest packet we send `peer` (every packet builder sizes its packets by it): ours
-    /// capped by what its handshake said it receives, or by `PRE_HANDSHAKE_PKT` until then.
+    /// The largest packet we send `peer` (every packet builder sizes its packets by it): what
+    /// our device carries to it (`Peer::path_mtu`) capped by what its handshake said it
+    /// receives, or by `PRE_HANDSHAKE_PKT` until then; a handshake that says nothing means
+    /// our MTU (the peer's device is like ours).
     pub fn peer_pkt(&self, peer: usize) -> usize {
         let p = &self.peers[peer];
         let theirs = match (p.hs_received, p.max_pkt) {
@@ -210,7 +218,14 @@ impl Inner {
             (true, Some(m)) => m,
             (true, None) => self.mtu,
         };
-        self.mtu.min(theirs)
+        p.path_mtu.min(theirs)
+    }
+
+    /// Payload bytes per CTSDATA packet by which we count the windows we grant `peer` as a
+    /// receiver: packets of our MTU, or of the peer's when they are larger (a peer on a
+    /// larger path: a window of credits in our smaller packets would hold few of its own).
+    pub fn grant_room(&self, peer: usize) -> usize {
+        self.mtu.max(self.peer_pkt(peer)).saturating_sub(32).max(1)
     }
 
     /// Sends our HANDSHAKE to a peer once (efa-reference §2).
@@ -221,7 +236,7 @@ impl Inner {
         self.peers[peer].hs_sent = true;
         let mut b = self.buf();
         let connid = self.connid();
-        let mtu = u32::try_from(self.mtu).unwrap_or(u32::MAX);
+        let mtu = u32::try_from(self.peers[peer].path_mtu).unwrap_or(u32::MAX);
         let mut extra = EXTRA_INFO;
         if self.rdma.rdma_read && self.rdma_target {
             extra |= pkt::EXTRA_RDMA_READ;

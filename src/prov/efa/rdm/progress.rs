@@ -377,7 +377,8 @@ impl RdmEndpoint {
             }
         }
         // Completions freed room: parked bulk senders go on in the order they came; one that
-        // fills the room again keeps its place at the front.
+        // fills the room again keeps its place at the front, and the rest wait behind it (its
+        // room may be smaller than `bulk_full`'s: a peer with larger packets).
         while !g.bulk_full()
             && let Some(p) = g.parked.pop_front()
         {
@@ -390,6 +391,7 @@ impl RdmEndpoint {
             if g.parked.back() == Some(&p) {
                 g.parked.pop_back();
                 g.parked.push_front(p);
+                break;
             }
         }
         // Half the posted buffers filled in one pass: the next burst may find none (the

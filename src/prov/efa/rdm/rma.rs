@@ -218,7 +218,7 @@ impl Inner {
         let window = if short {
             len
         } else {
-            (self.knobs.tx_min_credits * self.ctsdata_room()).min(len)
+            (self.knobs.tx_min_credits * self.grant_room(peer)).min(len)
         };
         let h = ReqHdr {
             rma_iov_count: rma.len() as u32,

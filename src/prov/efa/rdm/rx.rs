@@ -225,7 +225,9 @@ impl RdmEndpoint {
 
     /// Long-CTS: grants the sender the next window (efa-reference §3).
     fn send_cts(&self, g: &mut Inner, id: u64) {
-        let room = g.ctsdata_room().max(1);
+        let Some(room) = g.rxes.get(id).map(|r| g.grant_room(r.peer)) else {
+            return;
+        };
         let min_credits = g.knobs.tx_min_credits;
         let connid = g.connid();
         let Some(r) = g.rxes.get_mut(id) else { return };

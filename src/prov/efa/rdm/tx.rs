@@ -279,12 +279,6 @@ impl Inner {
         }
     }
 
-    /// Data payload room in a CTSDATA packet of our size: the windows we grant as a receiver
-    /// are counted in it (bytes, whatever size the sender's packets are).
-    pub fn ctsdata_room(&self) -> usize {
-        self.mtu.saturating_sub(32)
-    }
-
     /// Data payload room in a CTSDATA packet to `peer` (`peer_pkt`).
     pub fn ctsdata_room_to(&self, peer: usize) -> usize {
         self.peer_pkt(peer).saturating_sub(32)

@@ -226,6 +226,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         if let Some(srtt) = peer.srtt {
             peer.rto = (srtt + 4 * peer.rttvar).clamp(min_rto, max_rto);
         }
+        // The probe is allowed again, perhaps for an older datagram and a shorter round trip.
+        peer.wake_by_probe();
         for _ in 0..newly {
             if peer.cwnd < peer.ssthresh {
                 peer.cwnd += 1.0;
@@ -248,6 +250,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         let use_dup_thresh = peer.reo_quarters == 1;
         let mut lost = false;
         let mut acked_after = 0;
+        let mut suspect_due = Time::MAX;
         for i in (0..peer.slots.len()).rev() {
             let slot = &mut peer.slots[i];
             if slot.acked {
@@ -261,12 +264,14 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             if slot.last_sent + reo_wnd > peer.rack_sent && !dup_thresh {
                 slot.suspect = true;
                 slot.due = slot.due.min(slot.last_sent + srtt + reo_wnd);
+                suspect_due = suspect_due.min(slot.due);
                 continue;
             }
             self.transmits.push_back(peer.resend(p, i, now));
             self.stats.retransmits += 1;
             lost = true;
         }
+        peer.wake_by(suspect_due);
         if lost {
             peer.on_loss(now);
         }
@@ -286,7 +291,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             }
         }
         while peer.slots.front().is_some_and(|s| s.acked) {
-            peer.slots.pop_front();
+            peer.pop_slot();
             peer.base = peer.base.wrapping_add(1);
         }
     }
@@ -317,7 +322,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.completions.push_back((wr_id, Status::Rnr, buf));
             // The receiver never got it: later datagrams carry a base past it.
             while peer.slots.front().is_some_and(|s| s.acked) {
-                peer.slots.pop_front();
+                peer.pop_slot();
                 peer.base = peer.base.wrapping_add(1);
             }
             self.fill_window(now, p);
@@ -332,5 +337,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         };
         slot.rnr_wait = true;
         slot.due = now + peer.rnr_backoff * US;
+        let due = slot.due;
+        peer.wake_by(due);
+        // It no longer counts for the probe, which may now follow an older datagram.
+        peer.wake_by_probe();
     }
 }

@@ -66,6 +66,9 @@ pub struct Config {
     pub accept_unkeyed: bool,
     /// Most datagrams in flight per peer (≤ [`wire::SACK_BITS`]: what one ack can cover).
     pub max_window: u32,
+    /// Most bytes a peer may have in flight, whatever its datagrams' sizes (the receiver's
+    /// socket buffer holds that much): peers of one device may differ in datagram size.
+    pub max_window_bytes: usize,
     pub initial_window: u32,
     pub min_rto: Time,
     pub max_rto: Time,
@@ -94,6 +97,7 @@ impl Default for Config {
             qkey: 0,
             accept_unkeyed: false,
             max_window: 64,
+            max_window_bytes: usize::MAX,
             initial_window: 32,
             min_rto: MS,
             max_rto: 200 * MS,
@@ -212,6 +216,8 @@ struct Peer<A> {
     /// Sequence of `slots[0]`.
     base: u32,
     slots: VecDeque<Slot>,
+    /// Bytes of the datagrams in `slots`.
+    slot_bytes: usize,
     /// Sends waiting for window room: (wr_id, buffer, datagram length).
     queued: VecDeque<(u64, Vec<u8>, usize, IoVec)>,
     cwnd: f64,
@@ -251,6 +257,11 @@ struct Peer<A> {
     /// A tail-loss probe went out since the last progress.
     probed: bool,
     rnr_backoff: Time,
+    /// No timer of this peer expires before this time (a lower bound: [`Peer::next_event`]
+    /// is exact), so that `handle_timeout`, called on every poll, walks the slots of a peer
+    /// only when something may be due or an acknowledgement changed what is. Whatever makes
+    /// an event earlier lowers it ([`Peer::wake_by`]); an acknowledgement clears it.
+    wake: Time,
     // --- receiving ---
     /// Every sequence below this has been received (or given up by the sender).
     expected: u32,
@@ -285,6 +296,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             next_seq: 0,
             base: 0,
             slots: VecDeque::new(),
+            slot_bytes: 0,
             queued: VecDeque::new(),
             cwnd: cfg.initial_window.min(cfg.max_window) as f64,
             ssthresh: cfg.max_window as f64,
@@ -303,6 +315,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             undo: None,
             probed: false,
             rnr_backoff: 0,
+            wake: 0,
             expected: 0,
             received: 0,
             ack_due: false,
@@ -340,6 +353,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         slot.sent_order = self.next_order;
         self.next_order += 1;
         slot.due = now + self.rto;
+        self.wake_by_send(now);
         Transmit::Data {
             dest: self.key.addr,
             peer: p,
@@ -350,6 +364,80 @@ impl<A: Copy + Eq + Hash> Peer<A> {
     /// The reordering window of loss detection.
     fn reo_wnd(&self, min_rto: Time) -> Time {
         (self.srtt.unwrap_or(min_rto) / 4 * Time::from(self.reo_quarters)).max(REORDER_WINDOW_MIN)
+    }
+
+    /// Lowers [`Peer::wake`] to `at`, when something of this peer becomes due then.
+    fn wake_by(&mut self, at: Time) {
+        self.wake = self.wake.min(at);
+    }
+
+    /// Lowers [`Peer::wake`] for a datagram put on the wire now: its retransmission timer,
+    /// and the tail-loss probe it may now be the newest for (two round trips on).
+    fn wake_by_send(&mut self, now: Time) {
+        let probe = self.srtt.map_or(Time::MAX, |s| now + 2 * s);
+        self.wake_by((now + self.rto).min(probe));
+    }
+
+    /// Lowers [`Peer::wake`] for the tail-loss probe, when the newest datagram in flight may
+    /// have changed other than by a send (an acknowledgement, an RNR back-off) or the round
+    /// trip estimate shrank. The probe follows the newest datagram's send time, and any
+    /// datagram in flight left no later than it: the last one in sequence that is neither
+    /// acknowledged nor backing off gives a bound without a pass over the slots.
+    fn wake_by_probe(&mut self) {
+        let Some(srtt) = self.srtt else {
+            return;
+        };
+        if let Some(s) = self.slots.iter().rev().find(|s| !s.acked && !s.rnr_wait) {
+            self.wake_by(s.last_sent + 2 * srtt);
+        }
+    }
+
+    /// The earliest time `handle_timeout` has something to do for this peer: a slot due
+    /// (retransmission, suspect loss, end of an RNR back-off), the tail-loss probe, or the
+    /// unreachable deadline. One pass over the slots.
+    fn next_event(&self, ack_delay: Time, unreachable: Time) -> Time {
+        if !self.busy() {
+            return Time::MAX;
+        }
+        let (first_due, newest) = self.scan();
+        let probe = self.probe_time(ack_delay, first_due, newest);
+        first_due
+            .min(probe.map_or(Time::MAX, |(at, _)| at))
+            .min(self.last_progress + unreachable)
+    }
+
+    /// One pass over the slots in flight: the earliest due of those unacknowledged, and the
+    /// newest on the wire of those neither acknowledged nor waiting out an RNR back-off (its
+    /// index and send time).
+    fn scan(&self) -> (Time, Option<(usize, Time)>) {
+        let mut first_due = Time::MAX;
+        let mut newest: Option<(usize, u64, Time)> = None;
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.acked {
+                continue;
+            }
+            first_due = first_due.min(s.due);
+            if !s.rnr_wait && newest.is_none_or(|(_, order, _)| s.sent_order > order) {
+                newest = Some((i, s.sent_order, s.last_sent));
+            }
+        }
+        (first_due, newest.map(|(i, _, sent)| (i, sent)))
+    }
+
+    /// The tail-loss probe from a [`Peer::scan`]: when, and for which slot.
+    fn probe_time(
+        &self,
+        ack_delay: Time,
+        first_due: Time,
+        newest: Option<(usize, Time)>,
+    ) -> Option<(Time, usize)> {
+        if self.probed {
+            return None;
+        }
+        let srtt = self.srtt?;
+        let (i, last_sent) = newest?;
+        let at = last_sent + 2 * srtt + ack_delay;
+        (at < first_due).then_some((at, i))
     }
 
     /// When a tail-loss probe is due, and for which slot (RFC 8985 §7): the newest datagram in
@@ -363,21 +451,15 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         if self.probed {
             return None;
         }
-        let srtt = self.srtt?;
-        let (i, newest) = self
-            .slots
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| !s.acked && !s.rnr_wait)
-            .max_by_key(|(_, s)| s.sent_order)?;
-        let at = newest.last_sent + 2 * srtt + ack_delay;
-        let first_due = self
-            .slots
-            .iter()
-            .filter(|s| !s.acked)
-            .map(|s| s.due)
-            .min()?;
-        (at < first_due).then_some((at, i))
+        let (first_due, newest) = self.scan();
+        self.probe_time(ack_delay, first_due, newest)
+    }
+
+    /// Drops the (settled) slot at the head of the window.
+    fn pop_slot(&mut self) {
+        if let Some(s) = self.slots.pop_front() {
+            self.slot_bytes -= s.len + s.tail.len();
+        }
     }
 
     fn in_flight(&self) -> usize {
@@ -559,6 +641,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         let peer = &mut self.peers[p];
         while peer.in_flight() < (peer.cwnd as usize).max(1)
             && peer.in_flight() < self.cfg.max_window as usize
+            && peer.slot_bytes < self.cfg.max_window_bytes
         {
             let Some((wr_id, mut datagram, mut len, mut tail)) = peer.queued.pop_front() else {
                 break;
@@ -597,6 +680,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             .emit(&mut datagram[..len]);
             // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
             wire::seal(&mut datagram[..len], self.cfg.checksum_payloads);
+            peer.slot_bytes += len + tail.len();
             peer.slots.push_back(Slot {
                 wr_id,
                 datagram,
@@ -612,6 +696,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 rnr_wait: false,
                 suspect: false,
             });
+            peer.wake_by_send(now);
             self.transmits.push_back(Transmit::Data {
                 dest: peer.key.addr,
                 peer: p,
@@ -775,82 +860,102 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         if delay > 0 && !self.acks_due.is_empty() {
             self.emit_acks(|p| now >= p.ack_first + delay);
         }
-        let max_rto = self.cfg.max_rto;
+        let unreachable = self.cfg.unreachable;
         for p in 0..self.peers.len() {
             let peer = &mut self.peers[p];
             if !peer.busy() {
                 continue;
             }
-            if now >= peer.last_progress + self.cfg.unreachable {
-                self.fail_peer(p, Status::Unreachable);
+            if now < peer.wake {
+                // The bound is kept by every change that makes an event earlier: the unit
+                // tests (the simulated networks) check it on every skip.
+                #[cfg(test)]
+                assert!(
+                    now < peer.next_event(delay, unreachable),
+                    "Peer::wake too late"
+                );
                 continue;
             }
-            // A timer that expires while the peer keeps acknowledging other datagrams found a
-            // lost one at the tail, where nothing sent later could reveal it: a loss like any
-            // other. Only silence for a whole RTO means a congested or broken path: then the
-            // window collapses and the timer backs off.
-            if let Some((at, i)) = peer.probe_at(delay)
-                && now >= at
-            {
-                peer.probed = true;
-                // The timer keeps its time: the probe is no retransmission by it.
-                let due = peer.slots[i].due;
-                self.transmits.push_back(peer.resend(p, i, now));
-                peer.slots[i].due = due;
-                self.stats.retransmits += 1;
-                self.stats.probes += 1;
+            self.timeouts_of(p, now);
+            let peer = &mut self.peers[p];
+            peer.wake = peer.next_event(delay, unreachable);
+        }
+    }
+
+    /// `handle_timeout` for peer `p`, whose slots may have something due.
+    fn timeouts_of(&mut self, p: usize, now: Time) {
+        let delay = self.cfg.ack_delay;
+        let max_rto = self.cfg.max_rto;
+        let peer = &mut self.peers[p];
+        if now >= peer.last_progress + self.cfg.unreachable {
+            self.fail_peer(p, Status::Unreachable);
+            return;
+        }
+        // A timer that expires while the peer keeps acknowledging other datagrams found a
+        // lost one at the tail, where nothing sent later could reveal it: a loss like any
+        // other. Only silence for a whole RTO means a congested or broken path: then the
+        // window collapses and the timer backs off.
+        if let Some((at, i)) = peer.probe_at(delay)
+            && now >= at
+        {
+            peer.probed = true;
+            // The timer keeps its time: the probe is no retransmission by it.
+            let due = peer.slots[i].due;
+            self.transmits.push_back(peer.resend(p, i, now));
+            peer.slots[i].due = due;
+            self.stats.retransmits += 1;
+            self.stats.probes += 1;
+        }
+        let silent = now >= peer.last_progress + peer.rto;
+        // What was on the wire before this expiry (for the undo below).
+        let order = peer.next_order;
+        let mut timed_out = false;
+        let mut lost = false;
+        let mut probed = false;
+        for i in 0..peer.slots.len() {
+            let slot = &mut peer.slots[i];
+            if slot.acked || now < slot.due {
+                continue;
             }
-            let silent = now >= peer.last_progress + peer.rto;
-            // What was on the wire before this expiry (for the undo below).
-            let order = peer.next_order;
-            let mut timed_out = false;
-            let mut lost = false;
-            let mut probed = false;
-            for i in 0..peer.slots.len() {
-                let slot = &mut peer.slots[i];
-                if slot.acked || now < slot.due {
+            if slot.rnr_wait {
+                slot.rnr_wait = false;
+            } else if slot.suspect {
+                // Found lost by the ack clock, not by silence: no back-off.
+                lost = true;
+            } else {
+                timed_out = true;
+                // At the first expiry of a silence only the oldest goes again (F-RTO,
+                // RFC 5682): the rest wait for its answer, which tells whether they were
+                // lost. Later expiries send everything due (the probe may be lost too).
+                if silent && !peer.timer_backed_off && core::mem::replace(&mut probed, true) {
                     continue;
                 }
-                if slot.rnr_wait {
-                    slot.rnr_wait = false;
-                } else if slot.suspect {
-                    // Found lost by the ack clock, not by silence: no back-off.
-                    lost = true;
-                } else {
-                    timed_out = true;
-                    // At the first expiry of a silence only the oldest goes again (F-RTO,
-                    // RFC 5682): the rest wait for its answer, which tells whether they were
-                    // lost. Later expiries send everything due (the probe may be lost too).
-                    if silent && !peer.timer_backed_off && core::mem::replace(&mut probed, true) {
-                        continue;
-                    }
-                }
-                self.transmits.push_back(peer.resend(p, i, now));
-                self.stats.retransmits += 1;
             }
-            if timed_out && silent {
-                self.stats.timeouts += 1;
-                // The window before the silence is remembered once: the expiries that follow
-                // in the same silence find it collapsed already, and a threshold taken from
-                // that would leave the window to grow back one datagram per round trip.
-                if !peer.timer_backed_off {
-                    peer.timer_backed_off = true;
-                    peer.undo = Some((peer.cwnd, peer.ssthresh, order));
-                    peer.ssthresh = (peer.cwnd / 2.0).max(MIN_WINDOW);
-                }
-                peer.cwnd = MIN_WINDOW;
-                peer.rto = (peer.rto * 2).min(max_rto);
-                // Nothing goes again before the backed-off timer, the probe included: an
-                // expiry in between would find the peer not yet silent for the longer RTO and
-                // send everything again as lost, leaving no original to tell a spurious
-                // timeout by.
-                let due = now + peer.rto;
-                for s in peer.slots.iter_mut().filter(|s| !s.acked && !s.rnr_wait) {
-                    s.due = s.due.max(due);
-                }
-            } else if timed_out || lost {
-                peer.on_loss(now);
+            self.transmits.push_back(peer.resend(p, i, now));
+            self.stats.retransmits += 1;
+        }
+        if timed_out && silent {
+            self.stats.timeouts += 1;
+            // The window before the silence is remembered once: the expiries that follow
+            // in the same silence find it collapsed already, and a threshold taken from
+            // that would leave the window to grow back one datagram per round trip.
+            if !peer.timer_backed_off {
+                peer.timer_backed_off = true;
+                peer.undo = Some((peer.cwnd, peer.ssthresh, order));
+                peer.ssthresh = (peer.cwnd / 2.0).max(MIN_WINDOW);
             }
+            peer.cwnd = MIN_WINDOW;
+            peer.rto = (peer.rto * 2).min(max_rto);
+            // Nothing goes again before the backed-off timer, the probe included: an
+            // expiry in between would find the peer not yet silent for the longer RTO and
+            // send everything again as lost, leaving no original to tell a spurious
+            // timeout by.
+            let due = now + peer.rto;
+            for s in peer.slots.iter_mut().filter(|s| !s.acked && !s.rnr_wait) {
+                s.due = s.due.max(due);
+            }
+        } else if timed_out || lost {
+            peer.on_loss(now);
         }
     }
 
@@ -858,6 +963,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// a base past the failed ones, so the receiver does not wait for them).
     fn fail_peer(&mut self, p: usize, status: Status) {
         let peer = &mut self.peers[p];
+        peer.slot_bytes = 0;
         for slot in peer.slots.drain(..) {
             if !slot.acked && slot.wr_id != u64::MAX {
                 self.completions
@@ -870,6 +976,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         peer.cwnd = self.cfg.initial_window.min(self.cfg.max_window) as f64;
         peer.rto = self.cfg.min_rto.max(10 * MS);
+        peer.wake = 0;
         peer.srtt = None;
         peer.timer_backed_off = false;
         peer.undo = None;
