@@ -1017,10 +1017,14 @@ fn a_sender_nacked_by_its_receiver_goes_on_by_long_cts() {
         up.dev.post_recv(Vec::new(), i).unwrap();
     }
     up.handshake(pkt::EXTRA_RDMA_READ | pkt::EXTRA_READ_NACK | pkt::EXTRA_CONNID_HEADER);
-    // Our endpoint has the handshake once it answered with its own.
-    up.expect(&a, "handshake", |c| {
-        matches!(c, Ctrl::Handshake { .. }).then_some(())
+    // Our endpoint has the handshake once it answered with its own, which says it
+    // understands READ_NACK (bit 6) and never asks for unsolicited write receive (bit 8).
+    let extra = up.expect(&a, "handshake", |c| match *c {
+        Ctrl::Handshake { extra_info, .. } => Some(extra_info),
+        _ => None,
     });
+    assert_ne!(extra & pkt::EXTRA_READ_NACK, 0);
+    assert_eq!(extra & pkt::EXTRA_UNSOLICITED_WRITE_RECV, 0);
     let hex: String = up
         .dev
         .addr()

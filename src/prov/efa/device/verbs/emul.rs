@@ -6,7 +6,9 @@
 //!
 //! What it models, from efa-reference §6, §10 and the verbs man pages:
 //! - one device, `efa0`, one port (active, 8 KiB messages, 100 Gb/s), a GID, efadv caps
-//!   (RDMA read and write, RNR retry, CQ with SGID);
+//!   (RDMA read and write, RNR retry, CQ with SGID, unsolicited write receive — reported
+//!   only: QPs are created without its flag, and then a write with immediate takes a posted
+//!   receive, as modelled);
 //! - PDs; MRs with lkey/rkey and access flags, checked (key, PD, bounds) on every gather and
 //!   scatter, as the NIC's DMA would; `efadv_query_mr` answers one interconnect; a thread
 //!   may have registrations refused ([`refuse_registrations`]), as at a NIC's limit;
@@ -668,7 +670,8 @@ unsafe fn e_efadv_query_device(_c: *mut Ctx, a: *mut EfadvDeviceAttr, len: u32) 
         device_caps: EFADV_DEVICE_ATTR_CAPS_RDMA_READ
             | EFADV_DEVICE_ATTR_CAPS_RNR_RETRY
             | EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID
-            | EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE,
+            | EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE
+            | EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV,
         max_rdma_size: MAX_RDMA,
         ..EfadvDeviceAttr::default()
     };

@@ -86,6 +86,12 @@ pub struct HwDeviceInfo {
     pub caps: DeviceCaps,
     /// The QP takes an RNR retry count (efadv `EFADV_DEVICE_ATTR_CAPS_RNR_RETRY`).
     pub rnr_retry_cap: bool,
+    /// The device can take a write with immediate data without a posted receive
+    /// (`EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV`, for a QP created with
+    /// `EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV`). Reported, not used: our QPs are created
+    /// without the flag and never advertise extra-info bit 8, so writes with immediate
+    /// always take a posted receive (`docs/hardware.md`).
+    pub unsolicited_write_recv: bool,
     pub max_sq_wr: usize,
     pub max_rq_wr: usize,
     pub vendor_part_id: u32,
@@ -219,6 +225,8 @@ fn probe(
             rdma_write: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE != 0,
         },
         rnr_retry_cap: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY != 0,
+        unsolicited_write_recv: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV
+            != 0,
         max_sq_wr: efa.max_sq_wr as usize,
         max_rq_wr: efa.max_rq_wr as usize,
         vendor_part_id: attr.vendor_part_id,

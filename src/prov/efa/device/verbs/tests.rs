@@ -38,6 +38,7 @@ fn discovery_reads_the_device_attributes() {
     assert_eq!(d.mtu, 8192);
     assert_eq!(d.gid, emul::GID);
     assert!(d.caps.rdma_read && d.caps.rdma_write);
+    assert!(d.unsolicited_write_recv, "efadv caps bit 4");
     assert_eq!(d.inline_size, 32);
     assert_eq!(d.speed_bps, 100_000_000_000);
     assert!(d.up);
