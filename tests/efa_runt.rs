@@ -169,6 +169,125 @@ impl Upstream {
         b
     }
 
+    /// A request as `req` makes it, with `more` flags, `rma` entries and no raw address
+    /// once `connid` is set.
+    fn req_with(&self, ty: u8, more: u16, h: &ReqHdr, rma: &[RmaIov], data: &[u8]) -> Vec<u8> {
+        let me = self.dev.addr();
+        let flags = if pkt::is_tagged(ty) {
+            pkt::REQ_TAGGED
+        } else if rma.is_empty() {
+            pkt::REQ_MSG
+        } else {
+            pkt::REQ_RMA
+        };
+        let mut b = vec![0u8; 256];
+        let n = pkt::write_req(
+            &mut b,
+            ty,
+            flags | more,
+            h,
+            rma,
+            (!self.connid).then_some(&me),
+            None,
+            self.connid.then_some(me.qkey),
+        );
+        b.truncate(n);
+        b.extend_from_slice(data);
+        b
+    }
+
+    /// Our handshake with feature bits `extra` (efa-reference §2), as an upstream endpoint
+    /// sends it; requests carry the connid from now on.
+    fn handshake(&mut self, extra: u64) {
+        let mut b = vec![0u8; 64];
+        let n = pkt::write_handshake(&mut b, extra, self.dev.addr().qkey, 0xefa1, 8192);
+        b.truncate(n);
+        self.send(&b);
+        self.connid = true;
+    }
+
+    /// Drives `b` and us until we heard a control packet `want` picks; removes and returns
+    /// it.
+    fn expect<T>(&mut self, b: &Node, what: &str, want: impl Fn(&Ctrl) -> Option<T>) -> T {
+        let t = Instant::now();
+        loop {
+            let found = self.heard.iter().position(|p| match pkt::parse(p) {
+                Ok(Pkt::Ctrl(c)) => want(&c).is_some(),
+                _ => false,
+            });
+            if let Some(i) = found {
+                let p = self.heard.remove(i);
+                let Ok(Pkt::Ctrl(c)) = pkt::parse(&p) else {
+                    unreachable!()
+                };
+                return want(&c).unwrap();
+            }
+            b.cq.progress();
+            self.poll();
+            assert!(t.elapsed() < Duration::from_secs(10), "no {what}");
+        }
+    }
+
+    /// The requests `b` sent us so far (removed from what we heard).
+    fn requests(&mut self) -> Vec<(pkt::Req, Vec<u8>)> {
+        let mut out = Vec::new();
+        self.heard.retain(|p| match pkt::parse(p) {
+            Ok(Pkt::Req(r)) => {
+                out.push((r.clone(), p[r.data_off..].to_vec()));
+                false
+            }
+            _ => true,
+        });
+        out
+    }
+
+    /// Drives `b` and us until `b` sent us a request; returns it and its data.
+    fn expect_req(&mut self, b: &Node) -> (pkt::Req, Vec<u8>) {
+        let t = Instant::now();
+        loop {
+            let mut r = self.requests();
+            if !r.is_empty() {
+                assert_eq!(r.len(), 1, "one request at a time");
+                return r.remove(0);
+            }
+            b.cq.progress();
+            self.poll();
+            assert!(t.elapsed() < Duration::from_secs(10), "no request");
+        }
+    }
+
+    /// Receives `len` bytes of CTSDATA for our receive `recv_id` into `into`, from `from` on,
+    /// driving `b`; every segment must lie in `[from, len)`.
+    fn ctsdata(&mut self, b: &Node, recv_id: u32, into: &mut [u8], from: usize) {
+        let mut got = from;
+        let t = Instant::now();
+        while got < into.len() {
+            let mut rest = Vec::new();
+            for p in core::mem::take(&mut self.heard) {
+                match pkt::parse(&p) {
+                    Ok(Pkt::Ctrl(Ctrl::CtsData {
+                        recv_id: r,
+                        seg_length,
+                        seg_offset,
+                        data_off,
+                        ..
+                    })) => {
+                        assert_eq!(r, recv_id);
+                        let (o, n) = (seg_offset as usize, seg_length as usize);
+                        assert!(o >= from && o + n <= into.len(), "segment {o}+{n}");
+                        into[o..o + n].copy_from_slice(&p[data_off..data_off + n]);
+                        got += n;
+                    }
+                    _ => rest.push(p),
+                }
+            }
+            self.heard = rest;
+            b.cq.progress();
+            self.poll();
+            assert!(t.elapsed() < Duration::from_secs(10), "CTSDATA: {got}");
+        }
+    }
+
     fn eager(&self, msg_id: u32, data: &[u8]) -> Vec<u8> {
         let h = ReqHdr {
             msg_id,
@@ -724,4 +843,265 @@ fn with_fi_efa_runt_size_long_messages_go_by_runt_read() {
         assert!(d == &pattern(len, 3)[..]);
     }
     assert_eq!(rdm(&b).drop_counts(), (0, 0));
+}
+
+// ---- READ_NACK (efa-reference §3): reads the receiver cannot serve ----
+
+/// Two of our endpoints, the receiver's NIC refusing registrations (the emulated NIC told
+/// so): a runt-read message into a receive buffer the device does not know cannot be read,
+/// so after its runt packets the receiver answers READ_NACK, and the sender goes on by
+/// long-CTS from the end of the runt (a LONGCTS request flagged READ_NACK with no data, then
+/// CTSDATA). Both complete without error, the bytes are right, the receiver's device read
+/// nothing. Registrations accepted again, the next message goes by runt read: the sender
+/// gave its read slot back.
+#[test]
+fn a_runt_read_the_receiver_cannot_register_goes_on_by_long_cts() {
+    use verbs::emul;
+    let (a, b, ab) = pair();
+    for (i, &(len, tagged)) in [(2 << 20, false), ((3 << 20) + 5, true)].iter().enumerate() {
+        let want = pattern(len, 60 + i as u8);
+        let (iov, _mrs) = a.registered_source(&want, len % 2 == 1);
+        let (dst, dv) = buf(len);
+        let tag = tagged.then_some(0x31);
+        recv(&b, dv, tag, 300 + i);
+        let (sa, sb) = (rdm(&a).device_stats(), rdm(&b).device_stats());
+        let (na, nb) = (rdm(&a).read_nacks(), rdm(&b).read_nacks());
+        emul::refuse_registrations(true);
+        a.send(&iov, ab, tag, 400 + i, 0, Call::Plain).unwrap();
+        let r = b.wait_driving(&a, 10).unwrap();
+        let s = a.wait_driving(&b, 10).unwrap();
+        emul::refuse_registrations(false);
+        assert_eq!((s.op_context, r.op_context, r.len), (400 + i, 300 + i, len));
+        assert!(dst == &want[..], "case {i}: bytes");
+        assert_eq!(rdm(&b).read_nacks().0 - nb.0, 1, "case {i}: READ_NACK sent");
+        assert_eq!(rdm(&a).read_nacks().1 - na.1, 1, "case {i}: and acted on");
+        let (da, db) = (rdm(&a).device_stats(), rdm(&b).device_stats());
+        assert_eq!(db.rdma_reads, sb.rdma_reads, "case {i}: nothing read");
+        // Two runt packets, the flagged request, then the rest in CTSDATA.
+        let rest = (len - 9984).div_ceil(8192 - 32) as u64;
+        assert!(da.data_sent - sa.data_sent >= 3 + rest, "case {i}");
+    }
+    let len = 1 << 20;
+    let want = pattern(len, 7);
+    let (iov, _mrs) = a.registered_source(&want, false);
+    let (dst, dv) = buf(len);
+    recv(&b, dv, None, 1);
+    let (sa, sb) = (rdm(&a).device_stats(), rdm(&b).device_stats());
+    a.send(&iov, ab, None, 2, 0, Call::Plain).unwrap();
+    b.wait_driving(&a, 10).unwrap();
+    a.wait_driving(&b, 10).unwrap();
+    assert!(dst == &want[..]);
+    assert_eq!(
+        rdm(&a).device_stats().data_sent - sa.data_sent,
+        2,
+        "runt read"
+    );
+    assert_eq!(rdm(&b).device_stats().rdma_reads - sb.rdma_reads, 1);
+    assert_eq!(rdm(&b).drop_counts(), (0, 0));
+}
+
+/// Our receiver and an upstream-style runt-read sender, the receiver's NIC refusing
+/// registrations. A sender that never said it understands READ_NACK (no handshake) gets
+/// none: the receive fails, as before. One whose handshake has extra-info bit 6 gets
+/// READ_NACK {its send_id, our recv_id, our connid} after its runt packets; its long-CTS
+/// request flagged READ_NACK (no data, same msg_id, bypassing the message order) joins the
+/// receive, our CTS asks for the rest from the end of the runt, and its CTSDATA completes
+/// the message byte-exact. No EOR, nothing dropped.
+#[test]
+fn runt_reads_we_cannot_register_for_are_nacked_to_senders_that_understand_it() {
+    use verbs::emul;
+    let b = receiver();
+    let len = 150_000;
+    let me = EfaAddr::from_bytes(&b.ep.getname().unwrap()).unwrap();
+    {
+        let mut up = Upstream::new(&b);
+        let m = RuntMsg::new(&up, 0, None, len, &[4096, 4096], 11);
+        let (_d, dv) = buf(len);
+        recv(&b, dv, None, 1);
+        emul::refuse_registrations(true);
+        m.send(&mut up, &[1, 0]);
+        let e = next(&b, &mut up).expect_err("the receive fails");
+        emul::refuse_registrations(false);
+        assert_eq!(e.op_context, 1);
+        assert!(
+            !up.heard.iter().any(|p| p[0] == pkt::READ_NACK),
+            "no READ_NACK to a sender that did not ask"
+        );
+    }
+    let mut up = Upstream::new(&b);
+    up.handshake(
+        pkt::EXTRA_RDMA_READ | pkt::EXTRA_RUNT | pkt::EXTRA_READ_NACK | pkt::EXTRA_CONNID_HEADER,
+    );
+    let m = RuntMsg::new(&up, 0, Some(0x42), len, &[4096, 4096], 12);
+    let (dst, dv) = buf(len);
+    recv(&b, dv, Some(0x42), 2);
+    let drops = rdm(&b).drop_counts();
+    emul::refuse_registrations(true);
+    m.send(&mut up, &[1, 0]);
+    let (send_id, recv_id, connid) = up.expect(&b, "READ_NACK", |c| match *c {
+        Ctrl::ReadNack {
+            send_id,
+            recv_id,
+            connid,
+        } => Some((send_id, recv_id, connid)),
+        _ => None,
+    });
+    assert_eq!((send_id, connid), (m.send_id, Some(me.qkey)));
+    // An eager message behind it (msg_id 1) is not held back by the flagged request.
+    let (small, sv) = buf(16);
+    recv(&b, sv, Some(0x42), 3);
+    let h = ReqHdr {
+        msg_id: 1,
+        tag: 0x42,
+        ..Default::default()
+    };
+    let p = up.req_with(pkt::EAGER_TAGRTM, 0, &h, &[], b"behind");
+    up.send(&p);
+    assert_eq!(next_ok(&b, &mut up).op_context, 3);
+    assert_eq!(&small[..6], b"behind");
+    let h = ReqHdr {
+        msg_id: 0,
+        tag: 0x42,
+        msg_length: len as u64,
+        send_id: m.send_id,
+        credit_request: 32,
+        ..Default::default()
+    };
+    let p = up.req_with(pkt::LONGCTS_TAGRTM, pkt::REQ_READ_NACK, &h, &[], &[]);
+    up.send(&p);
+    let (to, from, window) = up.expect(&b, "CTS", |c| match *c {
+        Ctrl::Cts {
+            send_id,
+            recv_id,
+            recv_length,
+            ..
+        } => Some((send_id, recv_id, recv_length)),
+        _ => None,
+    });
+    assert_eq!((to, from), (m.send_id, recv_id));
+    assert_eq!(
+        window,
+        (len - m.runt) as u64,
+        "the rest, from the end of the runt"
+    );
+    let qkey = up.dev.addr().qkey;
+    let mut off = m.runt;
+    while off < len {
+        let n = 8000.min(len - off);
+        let mut p = vec![0u8; 32];
+        let hl = pkt::write_ctsdata(&mut p, recv_id, n as u64, off as u64, qkey);
+        p.truncate(hl);
+        p.extend_from_slice(&m.data[off..off + n]);
+        up.send(&p);
+        off += n;
+    }
+    let r = next_ok(&b, &mut up);
+    emul::refuse_registrations(false);
+    assert_eq!((r.op_context, r.len, r.tag), (2, len, 0x42));
+    assert!(dst == &m.data[..], "bytes");
+    assert!(up.eors().is_empty());
+    assert_eq!(rdm(&b).read_nacks().0, 1);
+    assert_eq!(rdm(&b).drop_counts(), drops);
+}
+
+/// Our sender and an upstream-style receiver that cannot register memory: it answers our
+/// LONGREAD_TAGRTM, and our LONGREAD_RTW (its device reads but does not write), with
+/// READ_NACK. Each goes on by long-CTS: a LONGCTS_TAGRTM / LONGCTS_RTW flagged READ_NACK,
+/// same msg_id, send_id, length (and tag, target entry), no data; then CTSDATA for the
+/// window the receiver grants, byte-exact; the send and the write complete.
+#[test]
+fn a_sender_nacked_by_its_receiver_goes_on_by_long_cts() {
+    let a = receiver();
+    let mut up = Upstream::new(&a);
+    for i in 32..300 {
+        up.dev.post_recv(Vec::new(), i).unwrap();
+    }
+    up.handshake(pkt::EXTRA_RDMA_READ | pkt::EXTRA_READ_NACK | pkt::EXTRA_CONNID_HEADER);
+    // Our endpoint has the handshake once it answered with its own, which says it
+    // understands READ_NACK (bit 6) and never asks for unsolicited write receive (bit 8).
+    let extra = up.expect(&a, "handshake", |c| match *c {
+        Ctrl::Handshake { extra_info, .. } => Some(extra_info),
+        _ => None,
+    });
+    assert_ne!(extra & pkt::EXTRA_READ_NACK, 0);
+    assert_eq!(extra & pkt::EXTRA_UNSOLICITED_WRITE_RECV, 0);
+    let hex: String = up
+        .dev
+        .addr()
+        .to_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let au = a.insert_hex(&hex);
+    let qkey = up.dev.addr().qkey;
+    let nack = |up: &mut Upstream, send_id: u32| {
+        let mut p = vec![0u8; 16];
+        let n = pkt::write_read_nack(&mut p, send_id, 77, qkey);
+        up.send(&p[..n]);
+    };
+    let cts = |up: &mut Upstream, send_id: u32, len: usize| {
+        let mut p = vec![0u8; 24];
+        let n = pkt::write_cts(&mut p, false, qkey, send_id, 77, len as u64);
+        up.send(&p[..n]);
+    };
+
+    // A tagged message of 1 MiB: long read, then long-CTS.
+    let len = 1 << 20;
+    let want = pattern(len, 21);
+    let (iov, _mrs) = a.registered_source(&want, false);
+    a.send(&iov, au, Some(5), 1, 0, Call::Plain).unwrap();
+    let (req, _) = up.expect_req(&a);
+    assert_eq!(req.ty, pkt::LONGREAD_TAGRTM);
+    let (msg_id, send_id) = (req.hdr.msg_id, req.hdr.send_id);
+    nack(&mut up, send_id);
+    let (req, data) = up.expect_req(&a);
+    assert_eq!(req.ty, pkt::LONGCTS_TAGRTM);
+    assert_ne!(req.flags & pkt::REQ_READ_NACK, 0, "flagged READ_NACK");
+    let h = req.hdr;
+    assert_eq!(
+        (h.msg_id, h.send_id, h.msg_length, h.tag),
+        (msg_id, send_id, len as u64, 5)
+    );
+    assert!(data.is_empty(), "no data");
+    cts(&mut up, send_id, len);
+    let mut got = vec![0u8; len];
+    up.ctsdata(&a, 77, &mut got, 0);
+    assert!(got == want, "message bytes");
+    assert_eq!(a.wait(10).unwrap().op_context, 1);
+
+    // A write of 100,000 bytes: LONGREAD_RTW, then long-CTS.
+    let wlen = 100_000;
+    let wsrc = pattern(wlen, 22);
+    let (s, sv) = buf(wlen);
+    s.copy_from_slice(&wsrc);
+    let _m = a.reg(sv, FI_WRITE, 0);
+    let target = RmaIov {
+        addr: 0x10_0000,
+        len: wlen as u64,
+        key: 0x1234,
+    };
+    let rma = [fi_rma_iov {
+        addr: target.addr,
+        len: wlen,
+        key: target.key,
+    }];
+    a.rma(&[sv], au, &rma, false, None, 2).unwrap();
+    let (req, _) = up.expect_req(&a);
+    assert_eq!(req.ty, pkt::LONGREAD_RTW);
+    let send_id = req.hdr.send_id;
+    nack(&mut up, send_id);
+    let (req, data) = up.expect_req(&a);
+    assert_eq!(req.ty, pkt::LONGCTS_RTW);
+    assert_ne!(req.flags & pkt::REQ_READ_NACK, 0, "flagged READ_NACK");
+    assert_eq!(
+        (req.hdr.send_id, req.hdr.msg_length, req.rma.as_slice()),
+        (send_id, wlen as u64, &[target][..])
+    );
+    assert!(data.is_empty(), "no data");
+    cts(&mut up, send_id, wlen);
+    let mut got = vec![0u8; wlen];
+    up.ctsdata(&a, 77, &mut got, 0);
+    assert!(got == wsrc, "written bytes");
+    assert_eq!(a.wait(10).unwrap().op_context, 2);
+    assert_eq!(rdm(&a).read_nacks(), (0, 2));
 }

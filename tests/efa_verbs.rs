@@ -455,6 +455,113 @@ fn a_refused_long_read_fails_both_sides() {
     exchange(&a, &b, ab, 3000, false, true, 5);
 }
 
+/// A receiver whose NIC refuses to register memory (the emulated NIC told so, as at a NIC's
+/// registration limit) cannot read a long-read message into a receive buffer the device does
+/// not know: it answers READ_NACK, and the sender goes on by long-CTS (a LONGCTS request
+/// flagged READ_NACK with the same msg_id, then CTSDATA), efa-reference §3. Both sides
+/// complete without error and the bytes are right: tagged and not, expected and unexpected,
+/// delivery complete, two source pieces; the receiver's device read nothing. A message sent
+/// right after each still matches the receive posted after its own, and once registrations are accepted again long reads resume.
+#[test]
+fn a_receiver_that_cannot_register_gets_long_reads_by_long_cts() {
+    use fabric::prov::efa::device::verbs::emul;
+    let (a, b, ab, _) = pair();
+    handshaken(&a, &b, ab);
+    let cases: [(usize, bool, bool, u64); 4] = [
+        // (length, tagged, receive posted first, flags)
+        ((1 << 20) + 3, false, true, 0),
+        (3 << 20, true, false, 0),
+        (2 << 20, false, true, FI_DELIVERY_COMPLETE),
+        ((1 << 20) + 1, true, true, 0),
+    ];
+    for (i, &(len, tagged, early, flags)) in cases.iter().enumerate() {
+        let want = pattern(len, 70 + i as u8);
+        let (iov, _mrs) = a.registered_source(&want, len % 2 == 1);
+        // From here on b's NIC registers nothing (the sender's memory is registered above).
+        emul::refuse_registrations(true);
+        let (dst, dv) = buf(len);
+        let tag = tagged.then_some(0x99);
+        let post_recv = || {
+            b.recv(
+                &[dv],
+                FI_ADDR_UNSPEC,
+                tag.map(|t| (t, 0)),
+                600 + i,
+                0,
+                Call::Plain,
+            )
+            .unwrap()
+        };
+        let (na, nb) = (rdm(&a).read_nacks(), rdm(&b).read_nacks());
+        let reads = rdm(&b).device_stats().rdma_reads;
+        if early {
+            post_recv();
+        }
+        let call = if flags == 0 { Call::Plain } else { Call::Msg };
+        a.send(&iov, ab, tag, 800 + i, flags, call).unwrap();
+        // A small message right behind it must not overtake it.
+        let (small, smv) = buf(64);
+        small.fill(9);
+        a.send(&[smv], ab, tag, 900 + i, 0, Call::Plain).unwrap();
+        if !early {
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_millis(50) {
+                b.cq.progress();
+                a.cq.progress();
+            }
+            post_recv();
+        }
+        let (_after, av) = buf(64);
+        b.recv(
+            &[av],
+            FI_ADDR_UNSPEC,
+            tag.map(|t| (t, 0)),
+            700 + i,
+            0,
+            Call::Plain,
+        )
+        .unwrap();
+        let mut sends = [wait_ok(&a, &b).op_context, wait_ok(&a, &b).op_context];
+        let mut recvs: Vec<(usize, usize)> = (0..2)
+            .map(|_| wait_ok(&b, &a))
+            .map(|e| (e.op_context, e.len))
+            .collect();
+        // Completions come as messages end; the matching kept the order.
+        recvs.sort_unstable();
+        sends.sort_unstable();
+        assert_eq!(sends, [800 + i, 900 + i], "case {i}");
+        assert_eq!(
+            recvs,
+            [(600 + i, len), (700 + i, 64)],
+            "case {i}: matched in order"
+        );
+        assert!(dst == &want[..], "case {i}: bytes");
+        assert_eq!(
+            rdm(&b).read_nacks().0 - nb.0,
+            1,
+            "case {i}: one READ_NACK sent"
+        );
+        assert_eq!(rdm(&a).read_nacks().1 - na.1, 1, "case {i}: acted on");
+        assert_eq!(
+            rdm(&b).device_stats().rdma_reads,
+            reads,
+            "case {i}: no read"
+        );
+        emul::refuse_registrations(false);
+    }
+    // Registrations accepted again: the next long message is read.
+    let want = pattern(1 << 20, 5);
+    let (iov, _mrs) = a.registered_source(&want, false);
+    let (dst, dv) = buf(1 << 20);
+    let reads = rdm(&b).device_stats().rdma_reads;
+    b.recv(&[dv], FI_ADDR_UNSPEC, None, 1, 0, Call::Plain)
+        .unwrap();
+    a.send(&iov, ab, None, 2, 0, Call::Plain).unwrap();
+    both_done(&a, &b);
+    assert!(dst == &want[..]);
+    assert_eq!(rdm(&b).device_stats().rdma_reads, reads + 1);
+}
+
 /// Against a device with RDMA read but not write (an earlier EFA generation, modelled by
 /// limiting an endpoint's use of the emulated NIC), writes of at least 64 KiB
 /// (FI_EFA_INTER_MIN_READ_WRITE_SIZE) of registered memory go by LONGREAD_RTW both ways: the

@@ -492,3 +492,13 @@ fn rdma_write_cap_is_the_bit_after_debians() {
         EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID << 1
     );
 }
+
+/// EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV is newer still (rdma-core 44's efadv.h has
+/// neither): the bit after RDMA write, as rdma-core's later headers define it.
+#[test]
+fn unsolicited_write_recv_cap_is_the_bit_after_rdma_write() {
+    assert_eq!(
+        EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV,
+        EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE << 1
+    );
+}

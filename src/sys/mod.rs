@@ -10,6 +10,7 @@ pub mod long_double;
 pub mod mem;
 pub mod netif;
 pub mod os;
+pub mod pages;
 pub mod poll;
 pub mod random;
 pub mod shm;

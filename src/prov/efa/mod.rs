@@ -20,7 +20,7 @@ use crate::abi::consts::*;
 use crate::core::info::{
     BusAttr, DeviceAttr, DomainAttr, EpAttr, FabricAttr, Info, LinkAttr, Nic, RxAttr, TxAttr,
 };
-use crate::core::params::{knob_bool, knob_int, knob_size, knob_str};
+use crate::core::params::{ParamType, define, get_bool, knob_bool, knob_int, knob_size, knob_str};
 use crate::core::provider::InfoProvider;
 use crate::core::{Errno, Result};
 use crate::prov::shm::{ShmDomain, ShmProvider};
@@ -171,6 +171,42 @@ pub fn define_params() {
     let _ = Knobs::load();
     let _ = shm_transfer_enabled();
     let _ = device_knobs();
+    let _ = use_huge_page();
+}
+
+/// `FI_EFA_USE_HUGE_PAGE` (efa-reference §9): the hardware device's registered pools come
+/// from huge pages where the system has them reserved (else from normal pages). On by
+/// default, off when fork support is asked for (`FI_EFA_FORK_SAFE`, or rdma-core's
+/// `RDMAV_FORK_SAFE` set), which wins over an explicit on: upstream does not combine them
+/// either. Read when an endpoint opens its device.
+pub fn use_huge_page() -> bool {
+    let fork_safe = knob_bool(
+        PROV_NAME,
+        "fork_safe",
+        "The application forks: make registered memory fork-safe (turns huge pages off)",
+        false,
+    ) || std::env::var_os("RDMAV_FORK_SAFE").is_some();
+    let _ = define(
+        Some(PROV_NAME),
+        "use_huge_page",
+        ParamType::Bool,
+        "Allocate the device's registered packet buffers from huge pages when there are \
+         some (default: on unless FI_EFA_FORK_SAFE / RDMAV_FORK_SAFE)",
+    );
+    huge_pages_chosen(get_bool(Some(PROV_NAME), "use_huge_page").ok(), fork_safe)
+}
+
+/// Huge pages or not, from `FI_EFA_USE_HUGE_PAGE` (if set) and whether fork support is on.
+fn huge_pages_chosen(use_huge_page: Option<bool>, fork_safe: bool) -> bool {
+    if fork_safe && use_huge_page == Some(true) {
+        crate::fi_warn!(
+            PROV_NAME,
+            crate::core::log::Subsys::Core,
+            "FI_EFA_USE_HUGE_PAGE=1 with fork support (FI_EFA_FORK_SAFE / RDMAV_FORK_SAFE): \
+             huge pages stay off"
+        );
+    }
+    use_huge_page.unwrap_or(true) && !fork_safe
 }
 
 /// A device of this host: an EFA NIC through rdma-core, or the software SRD over an
@@ -1060,6 +1096,16 @@ pub fn shm_transfer_enabled() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// FI_EFA_USE_HUGE_PAGE: on unless set off, and never with fork support (efa-reference §9).
+    #[test]
+    fn huge_pages_unless_off_or_fork_safe() {
+        assert!(huge_pages_chosen(None, false));
+        assert!(huge_pages_chosen(Some(true), false));
+        assert!(!huge_pages_chosen(Some(false), false));
+        assert!(!huge_pages_chosen(None, true));
+        assert!(!huge_pages_chosen(Some(true), true));
+    }
 
     /// fi_getinfo(3) / fi_domain(3): FI_LOCAL_COMM and FI_REMOTE_COMM are domain capabilities:
     /// in the info and domain caps, never in tx/rx caps (fabtests' getinfo_test checks both).

@@ -1,5 +1,6 @@
 //! Control packets arriving at the RDM endpoint: HANDSHAKE (efa-reference §2), CTS and
-//! CTSDATA of long-CTS messages, writes and reads (§3, §5), READRSP, ATOMRSP, RECEIPT and ERR.
+//! CTSDATA of long-CTS messages, writes and reads (§3, §5), READRSP, ATOMRSP, RECEIPT, EOR,
+//! READ_NACK and ERR.
 //! All but the handshake answer something we started, and must come from its peer.
 
 use super::ep::*;
@@ -16,7 +17,9 @@ impl RdmEndpoint {
     pub(super) fn handle_ctrl(&self, g: &mut Inner, src: EfaAddr, c: Ctrl, b: &[u8]) {
         let connid = match c {
             Ctrl::Cts { connid, .. } | Ctrl::ReadRsp { connid, .. } => Some(connid),
-            Ctrl::CtsData { connid, .. } | Ctrl::Handshake { connid, .. } => connid,
+            Ctrl::CtsData { connid, .. }
+            | Ctrl::Handshake { connid, .. }
+            | Ctrl::ReadNack { connid, .. } => connid,
             _ => None,
         };
         // QKEY 0: the device does not know the sender's (EFA hardware); its connid says it.
@@ -168,8 +171,12 @@ impl RdmEndpoint {
                     g.eor(id);
                 }
             }
-            // Never asked for: this endpoint reads every long-read request it accepts.
-            Ctrl::ReadNack { .. } | Ctrl::Handshake { .. } => g.dropped += 1,
+            Ctrl::ReadNack { send_id, .. } => {
+                if let Some(id) = self.txe_of(g, p, send_id) {
+                    g.read_nacked(id);
+                }
+            }
+            Ctrl::Handshake { .. } => g.dropped += 1,
         }
     }
 

@@ -117,8 +117,12 @@ pub(super) struct Txe {
     pub lent: bool,
     /// An error to report once the device has let go of the buffer (`Inner::fail_tx`).
     pub failed: Option<(Errno, i32)>,
-    /// Sent as a long-read request: completes on the receiver's EOR.
+    /// Sent as a long-read request: completes on the receiver's EOR (or goes on by
+    /// long-CTS after its READ_NACK).
     pub longread: bool,
+    /// Runt read: the bytes sent in its request packets (a READ_NACK's long-CTS goes on
+    /// from there).
+    pub runt: usize,
     /// Read: the end of the furthest bytes received (`Rxe::edge`).
     pub edge: usize,
 }
@@ -174,6 +178,9 @@ pub(super) struct Rxe {
     pub discard: bool,
     /// Long read (LONGREAD requests): the data is read from the sender's memory.
     pub lr: Option<Box<LongRead>>,
+    /// A long or runt read we answered with READ_NACK: the sender's long-CTS request
+    /// (flagged READ_NACK, found by msg_id in the peer's `rx_map`) is awaited.
+    pub nacked: bool,
     /// The end of the furthest bytes received: everything past it is still owed (a device
     /// may be told to receive there directly, `placement`).
     pub edge: usize,
@@ -197,6 +204,9 @@ pub(super) struct LongRead {
     pub started: bool,
     pub staging: Option<Box<dyn Staging>>,
     pub failed: Option<DevError>,
+    /// The memory could not be registered with the device and the sender understands
+    /// READ_NACK: it is told so, and sends by long-CTS instead (efa-reference §3).
+    pub nack: bool,
 }
 
 pub(super) enum RxKind {
@@ -375,6 +385,9 @@ pub(super) struct Inner {
     pub dropped: u64,
     /// Remote accesses refused (bad key, bounds, access).
     pub refused: u64,
+    /// READ_NACKs sent (long or runt reads we could not serve) and acted on (our long or
+    /// runt reads that went on by long-CTS).
+    pub nacks: (u64, u64),
     /// FI_OPT_EFA_RNR_RETRY.
     pub rnr_retry: u32,
     /// `domain_attr->resource_mgmt` is `FI_RM_ENABLED`: a packet refused for lack of a receive
@@ -503,6 +516,7 @@ impl RdmEndpoint {
                 placing: Default::default(),
                 dropped: 0,
                 refused: 0,
+                nacks: (0, 0),
                 rnr_retry: 3,
                 rm_enabled,
                 dev_polled: Instant::now(),
@@ -567,6 +581,11 @@ impl RdmEndpoint {
     pub fn drop_counts(&self) -> (u64, u64) {
         let g = self.lock();
         (g.dropped, g.refused)
+    }
+
+    /// READ_NACKs this endpoint sent, and those it acted on (efa-reference §3).
+    pub fn read_nacks(&self) -> (u64, u64) {
+        self.lock().nacks
     }
 
     pub fn device_stats(&self) -> crate::prov::efa::srd::Stats {

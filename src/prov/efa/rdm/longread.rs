@@ -8,6 +8,13 @@
 //! read but do not both write): the target reads the initiator's memory into its own
 //! registration, then EOR. A read the device refuses fails the receive (and the sender, when
 //! it understands ERR packets) instead of leaving anyone waiting.
+//!
+//! READ_NACK, both ways: a receiver that cannot register the memory a read lands in (no
+//! staging buffer: the NIC refused the registration) tells a sender that advertised
+//! extra-info bit 6 so, and keeps the message's entry for the long-CTS request, flagged
+//! READ_NACK, that the sender sends instead (`read_nack`, `resume_nacked`); a sender told so
+//! goes on by long-CTS from where its runt bytes ended (`read_nacked`). To a sender without
+//! the bit such a receive fails as a refused read does.
 
 use super::ep::*;
 use super::pkt::{self, Req, ReqHdr, RmaIov};
@@ -143,6 +150,77 @@ impl Inner {
         (iov.len() <= pkt::MAX_RMA_IOV).then_some(iov)
     }
 
+    /// READ_NACK: the receiver of long-read (or runt-read) operation `id` cannot read our
+    /// memory (efa-reference §3). The operation goes on by long-CTS: a LONGCTS_MSGRTM /
+    /// TAGRTM (a message, keeping its msg_id, whose turn in the receiver's order it already
+    /// had) or LONGCTS_RTW (a write) flagged READ_NACK and carrying no data, then CTSDATA
+    /// from where the runt bytes, if any, ended, within the receiver's windows.
+    pub fn read_nacked(&mut self, id: u64) {
+        let min_credits = self.knobs.tx_min_credits as u32;
+        let Some(t) = self.txes.get_mut(id) else {
+            return;
+        };
+        if !t.longread || t.state != TxState::WaitResponse || t.failed.is_some() {
+            self.dropped += 1;
+            return;
+        }
+        t.longread = false;
+        t.response = false;
+        t.queued = t.runt;
+        let (peer, kind, runt) = (t.peer, t.kind, t.runt);
+        let mut dc = t.flags & FI_DELIVERY_COMPLETE != 0;
+        if kind == TxKind::Write {
+            // As `start` sends emulated writes: confirmed when the target reports refusals.
+            dc |= self.peers[peer].error_responses();
+        }
+        let Some(t) = self.txes.get_mut(id) else {
+            return;
+        };
+        t.await_response = dc;
+        let mut h = ReqHdr {
+            msg_id: t.msg_id,
+            tag: t.tag,
+            send_id: tx_wire(id),
+            msg_length: t.len as u64,
+            credit_request: min_credits,
+            ..Default::default()
+        };
+        let rma = t.rma.clone();
+        let (ty, flags) = match kind {
+            TxKind::Msg => (
+                if dc {
+                    pkt::DC_LONGCTS_MSGRTM
+                } else {
+                    pkt::LONGCTS_MSGRTM
+                },
+                pkt::REQ_MSG,
+            ),
+            TxKind::Tagged => (
+                if dc {
+                    pkt::DC_LONGCTS_TAGRTM
+                } else {
+                    pkt::LONGCTS_TAGRTM
+                },
+                pkt::REQ_TAGGED,
+            ),
+            TxKind::Write => {
+                h.rma_iov_count = rma.len() as u32;
+                (
+                    if dc {
+                        pkt::DC_LONGCTS_RTW
+                    } else {
+                        pkt::LONGCTS_RTW
+                    },
+                    pkt::REQ_RMA,
+                )
+            }
+            _ => return,
+        };
+        self.nacks.1 += 1;
+        self.send_req(id, ty, flags | pkt::REQ_READ_NACK, &h, &rma, runt, 0, &[]);
+        self.set_state(id, TxState::WaitCts);
+    }
+
     /// EOR: the receiver read everything of long-read message `id`.
     pub fn eor(&mut self, id: u64) {
         let Some(t) = self.txes.get_mut(id) else {
@@ -214,6 +292,7 @@ impl RdmEndpoint {
             discard: false,
             lr: Some(LongRead::new(iov)),
             edge: 0,
+            nacked: false,
         });
         self.start_long_read(g, id);
     }
@@ -248,11 +327,18 @@ impl RdmEndpoint {
         };
         if want > from && !registered {
             let staging = g.dev.staging(want - from);
+            let p = g.rxes.get(id).map_or(0, |r| r.peer);
+            // A sender that understands READ_NACK goes on by long-CTS instead (§3).
+            let nack = g.peers[p].extra_info & pkt::EXTRA_READ_NACK != 0;
             let Some(lr) = g.rxes.get_mut(id).and_then(|r| r.lr.as_mut()) else {
                 return;
             };
             match staging {
                 Some(s) => lr.staging = Some(s),
+                None if nack => {
+                    lr.nack = true;
+                    return self.maybe_finish_long_read(g, id);
+                }
                 None => {
                     lr.failed = Some(DevError::LocalKey);
                     return self.maybe_finish_long_read(g, id);
@@ -368,7 +454,7 @@ impl RdmEndpoint {
     fn maybe_finish_long_read(&self, g: &mut Inner, id: u64) {
         let Some(r) = g.rxes.get_mut(id) else { return };
         let Some(lr) = r.lr.as_ref() else { return };
-        if lr.in_flight > 0 || (lr.failed.is_none() && lr.posted < lr.want) {
+        if lr.in_flight > 0 || (lr.failed.is_none() && !lr.nack && lr.posted < lr.want) {
             return;
         }
         // What did not come by read came in packets: the runt bytes, all of them first.
@@ -378,6 +464,9 @@ impl RdmEndpoint {
         let Some(lr) = r.lr.take() else { return };
         if let Some(e) = lr.failed {
             return self.long_read_failed(g, id, e);
+        }
+        if lr.nack {
+            return self.read_nack(g, id);
         }
         if let Some(s) = &lr.staging {
             let local = local_of(r);
@@ -392,6 +481,56 @@ impl RdmEndpoint {
         let n = pkt::write_eor(&mut b[HEADROOM..], send_id, rx_wire(id), connid);
         g.send_pkt(p, b, n, Owner::Ctrl, 0);
         self.finish(g, id);
+    }
+
+    /// READ_NACK (efa-reference §3): entry `id`'s memory could not be registered, so the
+    /// sender is asked to go on by long-CTS. A message keeps its entry (matched, its runt
+    /// bytes in place), found again by msg_id when the sender's long-CTS request, flagged
+    /// READ_NACK, comes (`resume_nacked`); a write's entry ends here, as its long-CTS
+    /// request starts a write afresh.
+    fn read_nack(&self, g: &mut Inner, id: u64) {
+        let Some(r) = g.rxes.get_mut(id) else { return };
+        let (p, send_id) = (r.peer, r.send_id);
+        if matches!(r.kind, RxKind::Write { .. }) {
+            g.rxes.remove(id);
+        } else {
+            r.nacked = true;
+            r.granted = 0;
+            if !r.medium {
+                r.medium = true;
+                let msg_id = r.msg_id;
+                g.peers[p].rx_map.insert(msg_id, id);
+            }
+        }
+        g.nacks.0 += 1;
+        let connid = g.connid();
+        let mut b = g.buf();
+        let n = pkt::write_read_nack(&mut b[HEADROOM..], send_id, rx_wire(id), connid);
+        g.send_pkt(p, b, n, Owner::Ctrl, 0);
+    }
+
+    /// A long-CTS message request flagged READ_NACK: the rest of message `msg_id`, whose
+    /// long or runt read we refused, by long-CTS. It bypasses the message order (its msg_id
+    /// had its turn with the first request) and joins the entry we kept; it carries no
+    /// data (the runt bytes, if any, came before), so our CTS asks for the rest.
+    pub(super) fn resume_nacked(&self, g: &mut Inner, p: usize, req: &Req) {
+        let h = &req.hdr;
+        let dc = matches!(req.ty, pkt::DC_LONGCTS_MSGRTM | pkt::DC_LONGCTS_TAGRTM);
+        let id = g.peers[p].rx_map.get(&h.msg_id).copied();
+        let ok = id.and_then(|id| g.rxes.get(id)).is_some_and(|r| {
+            r.nacked && r.total as u64 == h.msg_length && r.tagged == pkt::is_tagged(req.ty)
+        });
+        let (Some(id), true) = (id, ok) else {
+            g.dropped += 1;
+            return;
+        };
+        let Some(r) = g.rxes.get_mut(id) else { return };
+        r.nacked = false;
+        r.longcts = true;
+        r.send_id = h.send_id;
+        r.credits = h.credit_request as usize;
+        r.dc |= dc;
+        self.advance(g, id);
     }
 
     /// A long read the device refused (or could not start): the receive fails here, and the
@@ -436,6 +575,7 @@ impl LongRead {
             started: false,
             staging: None,
             failed: None,
+            nack: false,
         })
     }
 }

@@ -16,7 +16,10 @@ use crate::util::cq::CqErrEntry;
 use crate::util::hash::FastMap;
 
 /// Feature bits this endpoint advertises in its handshake (efa-reference §2: 1, 3, 4 and 6 are
-/// baseline in 2.6; 9 is this library's error responses).
+/// baseline in 2.6 — READ_NACK, 6, is sent and acted on, `longread.rs`; 9 is this library's
+/// error responses). Never 8, unsolicited write receive: our QPs are created without it, so
+/// a write with immediate to us takes a posted receive (and toward a peer that asks for it,
+/// `rma.rs` emulates such writes).
 const EXTRA_INFO: u64 = pkt::EXTRA_DELIVERY_COMPLETE
     | pkt::EXTRA_CONNID_HEADER
     | pkt::EXTRA_RUNT

@@ -445,6 +445,7 @@ pub enum Ctrl {
     ReadNack {
         send_id: u32,
         recv_id: u32,
+        connid: Option<u32>,
     },
     Err {
         tx_id: u32,
@@ -736,6 +737,7 @@ pub fn parse(b: &[u8]) -> Result<Pkt, ParseError> {
             Ctrl::ReadNack {
                 send_id: rd32(b, 4),
                 recv_id: rd32(b, 8),
+                connid: (flags & CONNID_HDR != 0).then(|| rd32(b, 12)),
             }
         }
         ERR => {
@@ -863,6 +865,18 @@ pub fn write_read_iovs(buf: &mut [u8], iov: &[RmaIov]) -> usize {
 pub fn write_eor(buf: &mut [u8], send_id: u32, recv_id: u32, connid: u32) -> usize {
     let mut w = Writer::new(buf);
     w.base(EOR, CONNID_HDR)
+        .u32(send_id)
+        .u32(recv_id)
+        .u32(connid);
+    w.pos()
+}
+
+/// READ_NACK {send_id, recv_id, connid}: the receiver of a long-read or runt-read request
+/// cannot read the sender's memory (it could not register its own); the sender goes on by
+/// long-CTS (efa-reference §3).
+pub fn write_read_nack(buf: &mut [u8], send_id: u32, recv_id: u32, connid: u32) -> usize {
+    let mut w = Writer::new(buf);
+    w.base(READ_NACK, CONNID_HDR)
         .u32(send_id)
         .u32(recv_id)
         .u32(connid);
@@ -1207,6 +1221,32 @@ mod tests {
             Pkt::Ctrl(Ctrl::Receipt {
                 tx_id: 8,
                 msg_id: 9
+            })
+        );
+        let n = write_read_nack(&mut b, 0x8000_0003, 4, 0x1234);
+        assert_eq!(n, 16, "READ_NACK is 16 bytes");
+        assert_eq!(
+            &b[..4],
+            &[READ_NACK, VERSION, 0, 0x80],
+            "type 11, CONNID_HDR"
+        );
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::ReadNack {
+                send_id: 0x8000_0003,
+                recv_id: 4,
+                connid: Some(0x1234),
+            })
+        );
+        assert_eq!(parse(&b[..n - 1]), Err(ParseError::Truncated));
+        // Without CONNID_HDR the last word is padding.
+        b[3] = 0;
+        assert_eq!(
+            parse(&b[..n]).unwrap(),
+            Pkt::Ctrl(Ctrl::ReadNack {
+                send_id: 0x8000_0003,
+                recv_id: 4,
+                connid: None,
             })
         );
         let n = write_err(&mut b, 8, 13, 1);

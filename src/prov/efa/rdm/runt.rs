@@ -130,6 +130,7 @@ impl Inner {
             t.lent = true;
             t.longread = true;
             t.await_response = true;
+            t.runt = runt;
         }
         let mut off = 0;
         while off < runt {

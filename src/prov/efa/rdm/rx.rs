@@ -207,7 +207,7 @@ impl RdmEndpoint {
     }
 
     /// After data or a match: completes the message, or grants the sender its next window.
-    fn advance(&self, g: &mut Inner, id: u64) {
+    pub(super) fn advance(&self, g: &mut Inner, id: u64) {
         let Some(r) = g.rxes.get(id) else { return };
         if matches!(r.kind, RxKind::Unexpected | RxKind::Read { .. }) {
             return;
@@ -425,7 +425,18 @@ impl RdmEndpoint {
                 self.refresh_fi_addr(g, p);
                 // Any first packet from a peer gets our handshake back (§2).
                 g.handshake(p);
-                if pkt::is_ordered(req.ty) {
+                if req.flags & pkt::REQ_READ_NACK != 0
+                    && matches!(
+                        req.ty,
+                        pkt::LONGCTS_MSGRTM
+                            | pkt::LONGCTS_TAGRTM
+                            | pkt::DC_LONGCTS_MSGRTM
+                            | pkt::DC_LONGCTS_TAGRTM
+                    )
+                {
+                    // The rest of a message whose read we refused (§3): not ordered again.
+                    self.resume_nacked(g, p, &req);
+                } else if pkt::is_ordered(req.ty) {
                     self.ordered(g, p, req, b);
                 } else {
                     self.process_req(g, p, &req, b);
@@ -613,6 +624,7 @@ impl RdmEndpoint {
             discard: false,
             lr,
             edge: 0,
+            nacked: false,
         });
         if medium || runt {
             g.peers[p].rx_map.insert(h.msg_id, id);

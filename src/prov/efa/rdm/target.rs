@@ -91,6 +91,7 @@ impl RdmEndpoint {
             discard: false,
             lr: None,
             edge: 0,
+            nacked: false,
         });
         if total == 0 {
             self.finish(g, id);
@@ -133,6 +134,7 @@ impl RdmEndpoint {
             discard: false,
             lr: None,
             edge: 0,
+            nacked: false,
         });
         self.send_read_data(g, id);
     }

@@ -463,6 +463,7 @@ impl RdmEndpoint {
             lent: false,
             failed: None,
             longread: false,
+            runt: 0,
             edge: 0,
         }
     }

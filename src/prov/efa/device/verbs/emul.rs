@@ -6,9 +6,12 @@
 //!
 //! What it models, from efa-reference §6, §10 and the verbs man pages:
 //! - one device, `efa0`, one port (active, 8 KiB messages, 100 Gb/s), a GID, efadv caps
-//!   (RDMA read and write, RNR retry, CQ with SGID);
+//!   (RDMA read and write, RNR retry, CQ with SGID, unsolicited write receive — reported
+//!   only: QPs are created without its flag, and then a write with immediate takes a posted
+//!   receive, as modelled);
 //! - PDs; MRs with lkey/rkey and access flags, checked (key, PD, bounds) on every gather and
-//!   scatter, as the NIC's DMA would; `efadv_query_mr` answers one interconnect;
+//!   scatter, as the NIC's DMA would; `efadv_query_mr` answers one interconnect; a thread
+//!   may have registrations refused ([`refuse_registrations`]), as at a NIC's limit;
 //! - RDMA read, write and write with immediate between QPs of this process, against
 //!   registered memory only: the target range must lie inside a registration of the target
 //!   QP's PD with that rkey and remote read (or write) access, else the initiator's
@@ -71,6 +74,17 @@ pub fn rdma_ops() -> (u64, u64) {
 /// The access flags an MR of the emulated NIC was registered with (0 for no such MR).
 pub fn access_of(m: *mut Mr) -> c_int {
     with(|n| n.mrs.get(&id(m)).map_or(0, |m| m.access))
+}
+
+thread_local! {
+    static REFUSE_REG: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Makes the emulated NIC refuse (`on`) or accept again the memory registrations the calling
+/// thread asks for: `ibv_reg_mr` returns NULL, as a NIC whose registration limit is reached
+/// does. Per thread, so that tests running in parallel do not see each other's refusals.
+pub fn refuse_registrations(on: bool) {
+    REFUSE_REG.with(|r| r.set(on));
 }
 
 /// The verbs table over the emulated NIC.
@@ -656,7 +670,8 @@ unsafe fn e_efadv_query_device(_c: *mut Ctx, a: *mut EfadvDeviceAttr, len: u32) 
         device_caps: EFADV_DEVICE_ATTR_CAPS_RDMA_READ
             | EFADV_DEVICE_ATTR_CAPS_RNR_RETRY
             | EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID
-            | EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE,
+            | EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE
+            | EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV,
         max_rdma_size: MAX_RDMA,
         ..EfadvDeviceAttr::default()
     };
@@ -694,6 +709,9 @@ unsafe fn e_dealloc_pd(p: *mut Pd) -> c_int {
 }
 
 unsafe fn e_reg_mr(p: *mut Pd, addr: *mut c_void, len: usize, access: c_int) -> *mut Mr {
+    if REFUSE_REG.with(|r| r.get()) {
+        return core::ptr::null_mut();
+    }
     // Remote write needs local write (ibv_reg_mr(3): EINVAL otherwise).
     if access & IBV_ACCESS_REMOTE_WRITE != 0 && access & IBV_ACCESS_LOCAL_WRITE == 0 {
         return core::ptr::null_mut();

@@ -79,6 +79,10 @@ pub const EFADV_DEVICE_ATTR_CAPS_RNR_RETRY: u32 = 1 << 1;
 pub const EFADV_DEVICE_ATTR_CAPS_CQ_WITH_SGID: u32 = 1 << 2;
 /// Newer than Debian's efadv.h (rdma-core 45 adds it): device RDMA write.
 pub const EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE: u32 = 1 << 3;
+/// Newer than Debian's efadv.h (rdma-core 44 lacks it; the value is rdma-core's later
+/// efadv.h, efadv_query_device(3)): a QP may take writes with immediate data without a
+/// posted receive.
+pub const EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV: u32 = 1 << 4;
 pub const EFADV_WC_EX_WITH_SGID: u64 = 1 << 0;
 /// `efadv_mr_attr.ic_id_validity` bits (rdma-core 49's efadv.h, newer than Debian's): the
 /// same bits as `FI_EFA_MR_ATTR_*` of fi_ext_efa.h.

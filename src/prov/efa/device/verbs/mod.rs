@@ -52,6 +52,7 @@ use crate::abi::consts::{FI_REMOTE_READ, FI_REMOTE_WRITE, FI_SEND, FI_WRITE};
 use crate::core::Errno;
 use crate::prov::efa::srd;
 use crate::sys::mem::IoVec;
+use crate::sys::pages::Pages;
 use crate::util::hash::FastMap;
 use ffi::*;
 
@@ -85,6 +86,12 @@ pub struct HwDeviceInfo {
     pub caps: DeviceCaps,
     /// The QP takes an RNR retry count (efadv `EFADV_DEVICE_ATTR_CAPS_RNR_RETRY`).
     pub rnr_retry_cap: bool,
+    /// The device can take a write with immediate data without a posted receive
+    /// (`EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV`, for a QP created with
+    /// `EFADV_QP_FLAGS_UNSOLICITED_WRITE_RECV`). Reported, not used: our QPs are created
+    /// without the flag and never advertise extra-info bit 8, so writes with immediate
+    /// always take a posted receive (`docs/hardware.md`).
+    pub unsolicited_write_recv: bool,
     pub max_sq_wr: usize,
     pub max_rq_wr: usize,
     pub vendor_part_id: u32,
@@ -218,6 +225,8 @@ fn probe(
             rdma_write: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RDMA_WRITE != 0,
         },
         rnr_retry_cap: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_RNR_RETRY != 0,
+        unsolicited_write_recv: efa.device_caps & EFADV_DEVICE_ATTR_CAPS_UNSOLICITED_WRITE_RECV
+            != 0,
         max_sq_wr: efa.max_sq_wr as usize,
         max_rq_wr: efa.max_rq_wr as usize,
         vendor_part_id: attr.vendor_part_id,
@@ -539,9 +548,10 @@ impl Drop for HwContext {
 
 /// A registered pool of equal slots, and what each slot holds while the device has it.
 struct Pool {
-    /// The registered memory, reached only through `base` once registered: the device writes
-    /// into it behind Rust's back, so no reference to the whole is made again.
-    _mem: Vec<u8>,
+    /// The registered memory (huge pages where `FI_EFA_USE_HUGE_PAGE` allows and the system
+    /// has them), reached only through `base`: the device writes into it behind Rust's back,
+    /// so no reference to the whole is made.
+    mem: Pages,
     base: *mut u8,
     mr: H<Mr>,
     lkey: u32,
@@ -551,19 +561,21 @@ struct Pool {
 }
 
 impl Pool {
-    fn new(hw: &HwContext, slots: usize, slot: usize) -> crate::core::Result<Pool> {
-        let mut mem = vec![0u8; slots * slot];
-        let base = mem.as_mut_ptr();
-        // SAFETY: the PD is live; `mem` is never resized nor freed before the MR is
-        // deregistered (Pool::release), so the registration stays valid.
-        let mr = unsafe { (hw.v.reg_mr)(hw.pd.0, base.cast(), mem.len(), IBV_ACCESS_LOCAL_WRITE) };
+    fn new(hw: &HwContext, slots: usize, slot: usize, huge: bool) -> crate::core::Result<Pool> {
+        let len = slots.checked_mul(slot).ok_or(Errno::NOMEM)?;
+        let mem = Pages::map(len, huge)?;
+        let base = mem.as_ptr();
+        // SAFETY: the PD is live; `mem` (at least `len` bytes) is never unmapped before the
+        // MR is deregistered (Pool::release, then the Pool drops), so the registration stays
+        // valid.
+        let mr = unsafe { (hw.v.reg_mr)(hw.pd.0, base.cast(), len, IBV_ACCESS_LOCAL_WRITE) };
         if mr.is_null() {
             return Err(Errno::NOMEM);
         }
         // SAFETY: the MR just registered.
         let (lkey, _) = unsafe { (hw.v.mr_keys)(mr) };
         Ok(Pool {
-            _mem: mem,
+            mem,
             base,
             mr: H(mr),
             lkey,
@@ -649,14 +661,21 @@ pub struct VerbsDevice {
 }
 
 // SAFETY: the raw handles in `ahs` are rdma-core objects (thread-safe) owned through `hw`;
-// the pools' base pointers point into memory the device owns (its `Vec`s), moved with it.
+// the pools' base pointers point into memory the device owns (its mappings), moved with it.
 unsafe impl Send for VerbsDevice {}
 
 impl VerbsDevice {
+    /// Whether the registered send and receive pools are huge pages (`FI_EFA_USE_HUGE_PAGE`
+    /// allowed them and the system had them), each.
+    pub fn huge_pages(&self) -> (bool, bool) {
+        (self.tx.mem.is_huge(), self.rx.mem.is_huge())
+    }
+
     /// Opens an SRD QP with a fresh QKEY on `hw`.
     pub fn open(hw: &Arc<HwContext>, rnr_retry: u32) -> crate::core::Result<VerbsDevice> {
         let v = hw.v;
         let info = &hw.info;
+        let huge = crate::prov::efa::use_huge_page();
         // The send queue holds datagrams and, where the device does RDMA, up to a quarter of
         // it RDMA work requests.
         let sq = (SEND_SLOTS + RDMA_SLOTS).min(info.max_sq_wr.max(1));
@@ -773,12 +792,14 @@ impl VerbsDevice {
         // SAFETY: the live QP.
         let qpn = unsafe { (v.qp_num)(qp) };
         let pools = if ok {
-            Pool::new(hw, sends, info.mtu).and_then(|tx| match Pool::new(hw, recvs, info.mtu) {
-                Ok(rx) => Ok((tx, rx)),
-                Err(e) => {
-                    let mut tx = tx;
-                    tx.release(v);
-                    Err(e)
+            Pool::new(hw, sends, info.mtu, huge).and_then(|tx| {
+                match Pool::new(hw, recvs, info.mtu, huge) {
+                    Ok(rx) => Ok((tx, rx)),
+                    Err(e) => {
+                        let mut tx = tx;
+                        tx.release(v);
+                        Err(e)
+                    }
                 }
             })
         } else {
@@ -797,6 +818,14 @@ impl VerbsDevice {
                 return Err(Errno::INVAL);
             }
         };
+        if huge && !(tx.mem.is_huge() && rx.mem.is_huge()) {
+            crate::fi_info!(
+                "efa",
+                crate::core::log::Subsys::Core,
+                "{}: no huge pages for the packet pools (none reserved?): normal pages",
+                info.name
+            );
+        }
         Ok(VerbsDevice {
             hw: hw.clone(),
             v,

@@ -38,10 +38,32 @@ fn discovery_reads_the_device_attributes() {
     assert_eq!(d.mtu, 8192);
     assert_eq!(d.gid, emul::GID);
     assert!(d.caps.rdma_read && d.caps.rdma_write);
+    assert!(d.unsolicited_write_recv, "efadv caps bit 4");
     assert_eq!(d.inline_size, 32);
     assert_eq!(d.speed_bps, 100_000_000_000);
     assert!(d.up);
     assert_eq!(port_speed(1, 1), 2_500_000_000);
+}
+
+/// The packet pools ask for huge pages by default (FI_EFA_USE_HUGE_PAGE); where the system
+/// has none reserved (this host, most hosts by default) they are normal pages, and datagrams
+/// flow through them all the same (every test here runs over them).
+#[test]
+fn packet_pools_fall_back_to_normal_pages_without_huge_pages() {
+    let hw = HwContext::open(&emulated()).unwrap();
+    let a = VerbsDevice::open(&hw, 3).unwrap();
+    let free = std::fs::read_to_string("/proc/meminfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("HugePages_Free:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    if free == 0 {
+        assert_eq!(a.huge_pages(), (false, false), "normal pages");
+    }
+    // The pools are whole pages, registered as one region each.
+    assert!(a.tx.mem.len() >= a.tx.held.len() * a.tx.slot);
+    assert!(a.rx.mem.len() >= a.rx.held.len() * a.rx.slot);
 }
 
 #[test]
