@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::node::*;
@@ -19,7 +19,7 @@ use fabric::prov::efa::device::sim::{SimDevice, SimNet};
 use fabric::prov::efa::device::{Completion, DevError, Device, HEADROOM};
 use fabric::prov::efa::rdm::RdmEndpoint;
 use fabric::prov::efa::srd::{Config, US};
-use fabric::prov::efa::{EFA, EfaDomain, inject_size};
+use fabric::prov::efa::{EfaDomain, inject_size};
 use fabric::sys::mem::IoVec;
 use fabric::util::cq::{CqEntry, CqErrEntry};
 use fabric::util::ep::{AtomicKind, AtomicOp, Call, MsgOp};
@@ -28,26 +28,8 @@ const CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_SOURCE;
 const BIG: usize = 8192;
 const SMALL: usize = 1400;
 
-fn init() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: runs once, before any test of this binary reads the environment (every test
-        // calls init() first and the Once blocks the others until it is done).
-        unsafe { std::env::set_var("FI_EFA_ENABLE_SHM_TRANSFER", "0") };
-    });
-}
-
-/// A loopback efa domain (the sim endpoints borrow its MR map and parameters) and its info.
 fn domain() -> (Arc<dyn fabric::util::Domain>, Info) {
-    init();
-    let mut hints = Info {
-        caps: CAPS,
-        ..Default::default()
-    };
-    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
-    domain_of(&EFA, &hints, |i| {
-        i.domain_attr.name.as_deref() == Some("srd_lo-rdm")
-    })
+    loopback_domain(CAPS)
 }
 
 /// An RDM endpoint of `domain` on a simulated device of `mtu` bytes.

@@ -7,15 +7,15 @@
 
 mod common;
 
-use std::sync::{Arc, Once};
+use std::sync::Arc;
 
 use common::node::*;
 use fabric::abi::consts::*;
 use fabric::core::Info;
+use fabric::prov::efa::EfaDomain;
 use fabric::prov::efa::device::faults::Faults;
 use fabric::prov::efa::device::udp::{self, DeviceConfig, UdpDevice};
 use fabric::prov::efa::rdm::RdmEndpoint;
-use fabric::prov::efa::{EFA, EfaDomain};
 use fabric::sys::mem::IoVec;
 use fabric::util::cq::CqEntry;
 use fabric::util::ep::{Call, MsgOp};
@@ -23,26 +23,8 @@ use fabric::util::ep::{Call, MsgOp};
 const CAPS: u64 = FI_MSG | FI_TAGGED | FI_RMA | FI_SOURCE;
 const MIB: usize = 1 << 20;
 
-fn init() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: runs once, before any test of this binary reads the environment (every test
-        // calls init() first and the Once blocks the others until it is done).
-        unsafe { std::env::set_var("FI_EFA_ENABLE_SHM_TRANSFER", "0") };
-    });
-}
-
-/// The loopback efa domain and its info (the endpoints get their devices from the test).
 fn domain() -> (Arc<dyn fabric::util::Domain>, Info) {
-    init();
-    let mut hints = Info {
-        caps: CAPS,
-        ..Default::default()
-    };
-    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
-    domain_of(&EFA, &hints, |i| {
-        i.domain_attr.name.as_deref() == Some("srd_lo-rdm")
-    })
+    loopback_domain(CAPS)
 }
 
 /// An RDM endpoint on its own UDP device on loopback, with `faults` injected on its sends.

@@ -774,17 +774,7 @@ fn with_fi_efa_runt_size_long_messages_go_by_runt_read() {
         let (dst, dv) = buf(len);
         let _rm = reg_recv.then(|| b.reg(dv, FI_RECV, 0));
         let tag = tagged.then_some(0x99);
-        let post_recv = || {
-            b.recv(
-                &[dv],
-                FI_ADDR_UNSPEC,
-                tag.map(|t| (t, 0)),
-                200 + i,
-                0,
-                Call::Plain,
-            )
-            .unwrap()
-        };
+        let post_recv = || b.recv_any(dv, tag, 200 + i);
         let (sa, sb) = (rdm(&a).device_stats(), rdm(&b).device_stats());
         if early {
             post_recv();

@@ -385,17 +385,7 @@ fn long_messages_of_registered_memory_go_by_long_read() {
         let (dst, dv) = buf(len);
         let _rm = reg_recv.then(|| b.reg(dv, FI_RECV, 0));
         let tag = tagged.then_some(0x77);
-        let post_recv = || {
-            b.recv(
-                &[dv],
-                FI_ADDR_UNSPEC,
-                tag.map(|t| (t, 0)),
-                500 + i,
-                0,
-                Call::Plain,
-            )
-            .unwrap()
-        };
+        let post_recv = || b.recv_any(dv, tag, 500 + i);
         let (sa, sb) = (rdm(&a).device_stats(), rdm(&b).device_stats());
         if early {
             post_recv();
@@ -481,17 +471,7 @@ fn a_receiver_that_cannot_register_gets_long_reads_by_long_cts() {
         emul::refuse_registrations(true);
         let (dst, dv) = buf(len);
         let tag = tagged.then_some(0x99);
-        let post_recv = || {
-            b.recv(
-                &[dv],
-                FI_ADDR_UNSPEC,
-                tag.map(|t| (t, 0)),
-                600 + i,
-                0,
-                Call::Plain,
-            )
-            .unwrap()
-        };
+        let post_recv = || b.recv_any(dv, tag, 600 + i);
         let (na, nb) = (rdm(&a).read_nacks(), rdm(&b).read_nacks());
         let reads = rdm(&b).device_stats().rdma_reads;
         if early {

@@ -33,6 +33,26 @@ pub fn domain_of(
     (fabric.domain(&info).expect("domain"), info)
 }
 
+/// efa's loopback software-SRD domain with local shm off, keys as efa asks of applications
+/// (provider keys, virtual addresses), and its info: for tests that give endpoints devices of
+/// their own.
+pub fn loopback_domain(caps: u64) -> (Arc<dyn Domain>, Info) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: runs once, before the test binary's tests read the environment (each opens
+        // its domain first, and the Once blocks the others until it is done).
+        unsafe { std::env::set_var("FI_EFA_ENABLE_SHM_TRANSFER", "0") };
+    });
+    let mut hints = Info {
+        caps,
+        ..Default::default()
+    };
+    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
+    domain_of(&fabric::prov::efa::EFA, &hints, |i| {
+        i.domain_attr.name.as_deref() == Some("srd_lo-rdm")
+    })
+}
+
 /// A node's CQ (4096 tagged entries), AV, and its two completion counters.
 fn queues(domain: &Arc<dyn Domain>) -> (Arc<Cq>, Arc<Av>, Arc<Cntr>, Arc<Cntr>) {
     let cq = Cq::new(&CqAttr {
@@ -240,6 +260,20 @@ impl Node {
             };
             self.ep.send(&op, tag.is_some())
         })
+    }
+
+    /// A plain receive of one buffer from any source, tagged (exactly `tag`) when `tag` is
+    /// given.
+    pub fn recv_any(&self, dst: IoVec, tag: Option<u64>, ctx: usize) {
+        self.recv(
+            &[dst],
+            FI_ADDR_UNSPEC,
+            tag.map(|t| (t, 0)),
+            ctx,
+            0,
+            Call::Plain,
+        )
+        .unwrap()
     }
 
     pub fn recv(

@@ -359,6 +359,12 @@ pub trait Device: Send {
     /// Drives I/O and timers; appends up to `max` completions.
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize);
 
+    /// Whether `poll_placed` receives into the memory its placements name; the endpoint
+    /// plans none for a device that does not.
+    fn places(&self) -> bool {
+        false
+    }
+
     /// As `poll`, receiving datagrams that match `place` into the memory each names (used in
     /// order: each at most once, and only within this call). A device that cannot receive
     /// into chosen memory ignores them; a datagram that matches none arrives as usual.

@@ -316,7 +316,7 @@ impl UdpDevice {
         // An injector may delay, drop or repeat datagrams, which placement allows; one that
         // damages payloads makes the transport check them (`checksum_payloads`), and such
         // datagrams never match (`receive_placed`).
-        let mut place = if self.gro { &[][..] } else { place };
+        let mut place = if self.places() { place } else { &[][..] };
         let placing = !place.is_empty();
         let mut stale = false;
         let mut batches = 0;
@@ -707,6 +707,11 @@ impl Device for UdpDevice {
 
     fn poll(&mut self, out: &mut Vec<Completion>, max: usize) {
         self.poll_placed(out, max, &[]);
+    }
+
+    /// Runs coalesced by GRO arrive whole, so only a device without GRO (loopback) places.
+    fn places(&self) -> bool {
+        !self.gro
     }
 
     fn poll_placed(&mut self, out: &mut Vec<Completion>, max: usize, place: &[Placement]) {

@@ -465,6 +465,7 @@ impl RdmEndpoint {
             })
             .and_then(|r| r.ok());
         let wait_fd = dev.wait_fd();
+        let places = dev.places();
         // Enough posted buffers to absorb a window from a few peers without RNR, bounded in
         // memory (64 KiB datagrams on loopback).
         let rx_max = (knobs.rx_size.max(64) * 8192 / mtu.max(1))
@@ -513,7 +514,7 @@ impl RdmEndpoint {
                 rx_target: rx_max.min(RX_START),
                 rx_max,
                 comps: Vec::with_capacity(POLL_BATCH),
-                placing: Default::default(),
+                placing: super::placement::Placing::new(places),
                 dropped: 0,
                 refused: 0,
                 nacks: (0, 0),

@@ -32,8 +32,10 @@ pub(super) enum Target {
     Read(u64),
 }
 
-#[derive(Default)]
 pub(super) struct Placing {
+    /// The device places (`Device::places`): otherwise nothing is planned or kept, and a
+    /// poll costs no planning (Ethernet's GRO runs, the hardware device).
+    on: bool,
     /// Receives and reads in the order their latest window was granted (CTS, or a read
     /// request's first window): the order their senders stream them (`Inner::parked`).
     pub order: VecDeque<Target>,
@@ -42,9 +44,23 @@ pub(super) struct Placing {
     pub of: Vec<(Target, usize, usize)>,
 }
 
+impl Placing {
+    pub fn new(on: bool) -> Placing {
+        Placing {
+            on,
+            order: VecDeque::new(),
+            list: Vec::new(),
+            of: Vec::new(),
+        }
+    }
+}
+
 impl Inner {
     /// Names the next segments of the receives in `placing.order` for the coming poll.
     pub fn plan_placements(&mut self) {
+        if !self.placing.on {
+            return;
+        }
         self.placing.list.clear();
         self.placing.of.clear();
         // Those that finished leave the front.
@@ -124,6 +140,9 @@ impl Inner {
     /// sender serves windows in the order their CTS arrive, `Inner::parked`), so a transfer
     /// granted its next window goes to the back.
     pub fn granted(&mut self, t: Target) {
+        if !self.placing.on {
+            return;
+        }
         if let Some(i) = self.placing.order.iter().position(|&x| x == t) {
             self.placing.order.remove(i);
         }
