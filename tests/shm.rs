@@ -10,6 +10,7 @@ use common::node::*;
 use fabric::abi::consts::*;
 use fabric::core::Errno;
 use fabric::prov::shm::SHM;
+use fabric::sys::mem::IoVec;
 use fabric::util::ep::{AtomicKind, AtomicOp, Call};
 
 const CAPS: u64 =
@@ -517,6 +518,35 @@ fn rma_scenario() {
                 want[at..at + SHIFTED_LEN].copy_from_slice(&pattern(SHIFTED_LEN, 20 + i as u8));
             }
             assert!(s[..] == want[off..off + len], "read {off}+{len}");
+        }
+        // Small reads come back in the target's answer (inline up to its command body, else
+        // in one of its bounce buffers); posted all at once, more of them than the target has
+        // bounce buffers, the others go the long way. Each lands in two pieces of memory.
+        let ro_want = pattern(4096, 9);
+        let sizes = [1usize, 8, 247, 248, 249, 1000, 4095, 4096];
+        let mut reads = Vec::new();
+        for (i, &len) in sizes.iter().cycle().take(200).enumerate() {
+            let off = (i * 37) % (4096 - len + 1);
+            let (s, _) = buf(len);
+            let (a, b) = s.split_at_mut(len / 2);
+            // SAFETY: both halves are of the leaked buffer `s`, valid for the whole test.
+            let halves = unsafe {
+                [
+                    IoVec::new(a.as_mut_ptr(), a.len()),
+                    IoVec::new(b.as_mut_ptr(), b.len()),
+                ]
+            };
+            let from = [fi_rma_iov {
+                addr: ro_base + off as u64,
+                len,
+                key: ro_key,
+            }];
+            n.rma(&halves, peer, &from, true, None, 100 + i).unwrap();
+            reads.push((s, off, len));
+        }
+        assert_eq!(n.wait_n(reads.len()).len(), reads.len());
+        for (s, off, len) in reads {
+            assert!(s[..] == ro_want[off..off + len], "small read {off}+{len}");
         }
         let (_s, v) = buf(16);
         n.rma(

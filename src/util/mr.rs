@@ -108,13 +108,20 @@ impl Mr {
 
     /// The pieces of this region covering `[addr, addr+len)` in remote addressing.
     fn pieces(&self, addr: u64, len: usize) -> Option<Vec<IoVec>> {
+        let mut out = Vec::with_capacity(1);
+        self.pieces_into(addr, len, &mut out)?;
+        Some(out)
+    }
+
+    /// Appends the pieces of `[addr, addr + len)` to `out`; None (and `out` possibly grown)
+    /// if the range is not all inside the region.
+    fn pieces_into(&self, addr: u64, len: usize, out: &mut Vec<IoVec>) -> Option<()> {
         let start = addr.checked_sub(self.base())?;
         let start = usize::try_from(start).ok()?;
         let end = start.checked_add(len)?;
         if end > self.len {
             return None;
         }
-        let mut out = Vec::with_capacity(1);
         let mut off = start;
         let mut left = len;
         for v in &self.iov {
@@ -130,7 +137,7 @@ impl Mr {
             left -= n;
             off = 0;
         }
-        Some(out)
+        Some(())
     }
 }
 
@@ -263,6 +270,24 @@ impl MrMap {
             return Err(Errno::ACCES);
         }
         mr.pieces(addr, len).ok_or(Errno::ACCES)
+    }
+
+    /// `verify`, appending the memory to `out` instead of allocating a list (a target checks
+    /// every RMA of a stream of small ones).
+    pub fn verify_into(
+        &self,
+        key: u64,
+        addr: u64,
+        len: usize,
+        access: u64,
+        out: &mut Vec<IoVec>,
+    ) -> Result<()> {
+        let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
+        let mr = keys.get(&key).ok_or(Errno::ACCES)?;
+        if !mr.is_enabled() || mr.access & access != access {
+            return Err(Errno::ACCES);
+        }
+        mr.pieces_into(addr, len, out).ok_or(Errno::ACCES)
     }
 
     /// The region registered under `key`.

@@ -92,6 +92,11 @@ pub const F_READ: u16 = 1 << 7;
 pub const F_SHARED: u16 = 1 << 8;
 /// On an RMA sent again after the target shared its copy: copy only the initiator's blocks.
 pub const F_INITIATOR_BLOCKS: u16 = 1 << 9;
+/// On a small `OP_READ`: the target may answer with the data in its ACK (inline, or in its
+/// bounce buffer `aux`) instead of copying into the initiator's memory; on an ACK: it carries
+/// data (a read's, or an atomic's fetched values).
+/// The kernel's copy between processes is a system call per read; two memory copies are not.
+pub const F_RETURN_DATA: u16 = 1 << 10;
 
 /// Shared copies split the target's memory into blocks of this many bytes by address: the
 /// target copies the odd ones, the initiator the even ones, for every RMA. Each byte of
@@ -221,14 +226,17 @@ impl Cmd {
         c
     }
 
-    /// Bytes of an encoded command that carry meaning, from its header: an inline message
-    /// uses the body only up to its payload; every other command, all of it (an inline write
-    /// needs `aux2`, behind the body). (A peer's header may say anything: the ring bounds the
+    /// Bytes of an encoded command that carry meaning, from its header: an inline message,
+    /// or an ACK returning data inline, uses the body only up to its payload; any other inline
+    /// ACK, the header alone; every other command, all of it (an inline write needs `aux2`,
+    /// behind the body). (A peer's header may say anything: the ring bounds the
     /// result.)
     pub fn wire_len(b: &[u8; CMD_SIZE]) -> usize {
+        let returns = u16::from_le_bytes([b[2], b[3]]) & F_RETURN_DATA != 0;
         match (b[0], b[1]) {
             (OP_MSG, PROTO_INLINE) => HDR + rd(b, 24).min(BODY as u64) as usize,
-            (OP_COPIED | OP_PART, _) => HDR,
+            (OP_ACK, PROTO_INLINE) if returns => HDR + rd(b, 24).min(BODY as u64) as usize,
+            (OP_ACK, PROTO_INLINE) | (OP_COPIED | OP_PART, _) => HDR,
             _ => CMD_SIZE,
         }
     }
@@ -276,20 +284,21 @@ impl Cmd {
     }
 
     pub fn rma(&self, count: usize) -> Option<Vec<(u64, u64, u64)>> {
+        Some(self.rma_entries(count)?.collect())
+    }
+
+    /// The RMA target entries, read in place.
+    pub fn rma_entries(&self, count: usize) -> Option<impl Iterator<Item = (u64, u64, u64)> + '_> {
         if count == 0 || count * 24 > RMA_AREA {
             return None;
         }
-        Some(
-            (0..count)
-                .map(|i| {
-                    (
-                        rd(&self.body, 24 * i),
-                        rd(&self.body, 24 * i + 8),
-                        rd(&self.body, 24 * i + 16),
-                    )
-                })
-                .collect(),
-        )
+        Some((0..count).map(|i| {
+            (
+                rd(&self.body, 24 * i),
+                rd(&self.body, 24 * i + 8),
+                rd(&self.body, 24 * i + 16),
+            )
+        }))
     }
 }
 
@@ -349,6 +358,39 @@ mod tests {
         assert_eq!(Cmd::wire_len(&b), CMD_SIZE);
         let d = Cmd::decode(&b);
         assert_eq!((d.aux, d.aux2), (1, 2));
+    }
+
+    #[test]
+    fn an_ack_crosses_with_its_header_and_only_the_data_it_returns() {
+        let mut b = [0u8; CMD_SIZE];
+        let mut ack = Cmd::new(OP_ACK, 7);
+        ack.len = 1 << 20;
+        ack.encode(&mut b);
+        assert_eq!(
+            Cmd::wire_len(&b),
+            HDR,
+            "a plain ACK: status and length only"
+        );
+        ack.flags = F_RETURN_DATA;
+        ack.len = 8;
+        ack.encode(&mut b);
+        assert_eq!(Cmd::wire_len(&b), HDR + 8, "a small read's bytes inline");
+        ack.len = u64::MAX;
+        ack.encode(&mut b);
+        assert_eq!(
+            Cmd::wire_len(&b),
+            HDR + BODY,
+            "a peer's length is bounded by the body"
+        );
+        ack.proto = PROTO_BOUNCE;
+        ack.len = 4096;
+        ack.aux = 3;
+        ack.encode(&mut b);
+        assert_eq!(
+            Cmd::wire_len(&b),
+            CMD_SIZE,
+            "a bounce buffer's index is behind the body"
+        );
     }
 
     #[test]

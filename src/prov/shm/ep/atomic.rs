@@ -233,6 +233,7 @@ impl ShmEndpoint {
         ack.status = status.err().map_or(0, |e| e.0);
         ack.len = result.len() as u64;
         if ack.status == 0 && !result.is_empty() {
+            ack.flags = F_RETURN_DATA;
             if result.len() <= BODY {
                 ack.body[..result.len()].copy_from_slice(&result);
             } else {

@@ -127,11 +127,18 @@ struct Inner {
     by_token: U64Map<usize>,
     tx_ops: Slab<TxOp>,
     rx_ops: Slab<RxOp>,
+    /// Ids of the `tx_ops` that push segments (a GO came) and of the `rx_ops` that push a read
+    /// of our memory: `push_segments` runs on every progress call and walks only these, not
+    /// every operation waiting for an ACK (thousands under a stream of small writes).
+    tx_pushing: Vec<u64>,
+    rx_pushing: Vec<u64>,
     /// Responses (ACK, GO, DATA, CONNECT) that found the peer's ring full.
     outbox: VecDeque<(usize, Box<Cmd>)>,
     /// When peers' liveness was last checked (`sys::os::coarse_clock_ms`): read on every
     /// progress call while operations wait.
     last_liveness_ms: u64,
+    /// Progress passes in a row that handled commands (`progress_locked`).
+    busy_passes: u32,
     /// Malformed, forged or misdirected commands dropped.
     dropped: u64,
 }
@@ -320,8 +327,11 @@ impl ShmEndpoint {
                 by_token: U64Map::default(),
                 tx_ops: Slab::new(),
                 rx_ops: Slab::new(),
+                tx_pushing: Vec::new(),
+                rx_pushing: Vec::new(),
                 outbox: VecDeque::new(),
                 last_liveness_ms: crate::sys::os::coarse_clock_ms(),
+                busy_passes: 0,
                 dropped: 0,
             }),
             idle: Arc::new(IdleHint {

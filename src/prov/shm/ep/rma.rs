@@ -3,7 +3,7 @@
 //! shared between both sides' cores (PART) when the kernel lets both copy.
 
 use super::segment::{RxDone, RxOp};
-use super::tx::{TxKind, TxOp, copy_in, remotes};
+use super::tx::{TxKind, TxOp, remotes};
 use super::{CntrKind, INJECT_SIZE, Inner, ShmEndpoint};
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
@@ -58,12 +58,12 @@ impl ShmEndpoint {
         c.len = len as u64;
         c.aux2 = op.rma_iov.len() as u64;
         c.flags |= F_ACK;
-        let rma: Vec<(u64, u64, u64)> = op
-            .rma_iov
-            .iter()
-            .map(|r| (r.addr, r.len as u64, r.key))
-            .collect();
-        c.put_rma(&rma);
+        let mut rma = [(0u64, 0u64, 0u64); RMA_AREA / 24];
+        for (e, r) in rma.iter_mut().zip(op.rma_iov) {
+            *e = (r.addr, r.len as u64, r.key);
+        }
+        // More entries than the body holds: refused, as before, by the target's count check.
+        c.put_rma(&rma[..op.rma_iov.len().min(rma.len())]);
         if !read && flags & FI_REMOTE_CQ_DATA != 0 {
             c.flags |= F_CQ_DATA;
             c.data = op.data;
@@ -73,7 +73,9 @@ impl ShmEndpoint {
             c.proto = if self.cma { PROTO_IOV } else { PROTO_SEG };
             c.aux = op.iov.len() as u64;
             c.put_iovs(RMA_AREA, &remotes(op.iov));
-            if self.cma && len > INJECT_SIZE {
+            if len <= INJECT_SIZE {
+                c.flags |= F_RETURN_DATA;
+            } else if self.cma {
                 c.flags |= F_MAY_COPY;
             }
         } else if len <= RMA_INLINE {
@@ -81,7 +83,9 @@ impl ShmEndpoint {
         } else if op.call == Call::Inject || len <= INJECT_SIZE {
             let region = g.region()?.clone();
             let b = region.buf_alloc().ok_or(Errno::AGAIN)?;
-            region.buf_write(b, 0, &copy_in(op.iov, len));
+            region.buf_fill(b, len, |dst| {
+                gather(op.iov, 0, dst);
+            });
             c.proto = PROTO_BOUNCE;
             c.aux = u64::from(b);
             bounce = Some(b);
@@ -124,7 +128,7 @@ impl ShmEndpoint {
     /// Validates every target entry of an RMA/atomic command against our MR map.
     pub(super) fn verify(&self, c: &Cmd, access: u64, elem: usize) -> Result<Vec<IoVec>> {
         let count = (c.aux2 & 0xff) as usize;
-        let rma = c.rma(count).ok_or(Errno::INVAL)?;
+        let rma = c.rma_entries(count).ok_or(Errno::INVAL)?;
         let mut out = Vec::with_capacity(count);
         let mut total = 0usize;
         for (addr, n, key) in rma {
@@ -133,7 +137,9 @@ impl ShmEndpoint {
                 .and_then(|n| n.checked_mul(elem))
                 .ok_or(Errno::INVAL)?;
             total = total.checked_add(bytes).ok_or(Errno::INVAL)?;
-            out.extend(self.domain.mr_map.verify(key, addr, bytes, access)?);
+            self.domain
+                .mr_map
+                .verify_into(key, addr, bytes, access, &mut out)?;
         }
         if total != c.len as usize {
             return Err(Errno::INVAL);
@@ -272,7 +278,7 @@ impl ShmEndpoint {
             }
         };
         let len = c.len as usize;
-        if self.clear(g, p, c, &src) {
+        if self.clear(g, p, c, &src) || self.return_data(g, p, c, &src) {
             return;
         }
         if c.proto == PROTO_IOV && self.cma {
@@ -314,7 +320,42 @@ impl ShmEndpoint {
                 initiator_op: c.op_id,
             },
         };
-        g.rx_ops.insert(rx);
+        let id = g.rx_ops.insert(rx);
+        g.rx_pushing.push(id);
+    }
+
+    /// Answers a small read that allows it (`F_RETURN_DATA`) with the data in the ACK: inline
+    /// up to the body's size, else in one of our bounce buffers (the initiator releases it).
+    /// False when it does not allow it or no bounce buffer is free: the read goes the long way.
+    fn return_data(&self, g: &mut Inner, p: usize, c: &Cmd, src: &[IoVec]) -> bool {
+        let len = c.len as usize;
+        if c.flags & F_RETURN_DATA == 0 || len > INJECT_SIZE {
+            return false;
+        }
+        let mut ack = Cmd::new(OP_ACK, g.token);
+        ack.op_id = c.op_id;
+        ack.len = len as u64;
+        ack.flags = F_RETURN_DATA;
+        if len <= BODY {
+            gather(src, 0, &mut ack.body[..len]);
+        } else {
+            let Some(region) = g.region.clone() else {
+                return false;
+            };
+            let Some(b) = region.buf_alloc() else {
+                return false;
+            };
+            region.buf_fill(b, len, |dst| {
+                gather(src, 0, dst);
+            });
+            ack.proto = PROTO_BOUNCE;
+            ack.aux = u64::from(b);
+        }
+        if let Some(cn) = &g.cntr.remote_read {
+            cn.complete(len);
+        }
+        g.respond(p, &ack);
+        true
     }
 
     /// The target cleared our RMA: copy it ourselves (our blocks of it, if shared), report it

@@ -110,6 +110,7 @@ impl ShmEndpoint {
                     sent: 0,
                     limit: tx.len.min(c.len as usize),
                 });
+                g.tx_pushing.push(c.op_id);
             }
             _ => g.dropped += 1,
         }
@@ -168,17 +169,15 @@ impl ShmEndpoint {
 
     /// Pushes chunks of segmented transfers while bounce buffers are free.
     pub(super) fn push_segments(&self, g: &mut Inner) {
-        if g.tx_ops.is_empty() && g.rx_ops.is_empty() {
+        if g.tx_pushing.is_empty() && g.rx_pushing.is_empty() {
             return;
         }
         let Some(region) = g.region.clone() else {
             return;
         };
         // Our sends and writes the sink asked for.
-        for id in g
-            .tx_ops
-            .ids_where(|t| t.push.is_some_and(|x| x.sent < x.limit))
-        {
+        let mut ids = std::mem::take(&mut g.tx_pushing);
+        'tx: for &id in &ids {
             while let Some(tx) = g.tx_ops.get(id) {
                 let Some(Push { sink, sent, limit }) = tx.push else {
                     break;
@@ -188,10 +187,12 @@ impl ShmEndpoint {
                 }
                 let p = tx.peer;
                 let n = (limit - sent).min(BOUNCE_SIZE);
-                let Some(b) = region.buf_alloc() else { return };
-                let mut chunk = vec![0u8; n];
-                gather(&tx.iov, sent, &mut chunk);
-                region.buf_write(b, 0, &chunk);
+                let Some(b) = region.buf_alloc() else {
+                    break 'tx;
+                };
+                region.buf_fill(b, n, |dst| {
+                    gather(&tx.iov, sent, dst);
+                });
                 let mut d = Cmd::new(OP_DATA, g.token);
                 d.op_id = sink;
                 d.aux = u64::from(b);
@@ -210,11 +211,17 @@ impl ShmEndpoint {
                 }
             }
         }
+        // Pushed to the end (or gone): the ACK is all that is left of them.
+        ids.retain(|&id| {
+            g.tx_ops
+                .get(id)
+                .is_some_and(|t| t.push.is_some_and(|x| x.sent < x.limit))
+        });
+        ids.append(&mut g.tx_pushing);
+        g.tx_pushing = ids;
         // Reads of our memory pushed to the initiator.
-        for id in g
-            .rx_ops
-            .ids_where(|r| matches!(r.done, RxDone::PushRead { .. }))
-        {
+        let mut ids = std::mem::take(&mut g.rx_pushing);
+        'rx: for &id in &ids {
             while let Some(rx) = g.rx_ops.get(id) {
                 let RxDone::PushRead { initiator_op } = rx.done else {
                     break;
@@ -226,10 +233,12 @@ impl ShmEndpoint {
                     break;
                 }
                 let n = (len - got).min(BOUNCE_SIZE);
-                let Some(b) = region.buf_alloc() else { return };
-                let mut chunk = vec![0u8; n];
-                gather(&rx.dest, got, &mut chunk);
-                region.buf_write(b, 0, &chunk);
+                let Some(b) = region.buf_alloc() else {
+                    break 'rx;
+                };
+                region.buf_fill(b, n, |dst| {
+                    gather(&rx.dest, got, dst);
+                });
                 let mut d = Cmd::new(OP_DATA, g.token);
                 d.op_id = initiator_op;
                 d.flags = F_TO_TX;
@@ -245,5 +254,8 @@ impl ShmEndpoint {
                 }
             }
         }
+        ids.retain(|&id| g.rx_ops.get(id).is_some());
+        ids.append(&mut g.rx_pushing);
+        g.rx_pushing = ids;
     }
 }

@@ -261,15 +261,31 @@ impl ShmEndpoint {
             g.fail_tx(tx.context, tx.cq_flags, Errno(c.status), tx.cntr);
             return;
         }
-        if tx.kind == TxKind::Atomic && !tx.result.is_empty() {
-            let n = (c.len as usize).min(tx.len);
+        // Data that came back in the ACK: fetched atomic results, or a small read's bytes.
+        let returned = if tx.kind == TxKind::Atomic && !tx.result.is_empty() {
+            Some((&tx.result, (c.len as usize).min(tx.len)))
+        } else if tx.kind == TxKind::Read && c.flags & F_RETURN_DATA != 0 {
+            // All of it, or the read fails: a peer may say anything.
+            Some((
+                &tx.iov,
+                if c.len as usize == tx.len {
+                    tx.len
+                } else {
+                    usize::MAX
+                },
+            ))
+        } else {
+            None
+        };
+        if let Some((dest, n)) = returned {
             let copied = match c.proto {
-                PROTO_INLINE if n <= BODY => scatter(&tx.result, 0, &c.body[..n]) == n,
+                PROTO_INLINE if n <= BODY => scatter(dest, 0, &c.body[..n]) == n,
                 PROTO_BOUNCE => {
                     let r = g.peers[p].region.clone();
-                    let ok = r.as_ref().and_then(|r| {
-                        r.buf_with(c.aux as u32, 0, n, |s| scatter(&tx.result, 0, s))
-                    }) == Some(n);
+                    let ok = n <= INJECT_SIZE
+                        && r.as_ref()
+                            .and_then(|r| r.buf_with(c.aux as u32, 0, n, |s| scatter(dest, 0, s)))
+                            == Some(n);
                     if let Some(r) = r {
                         r.buf_release(c.aux as u32);
                     }
