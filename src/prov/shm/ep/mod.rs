@@ -137,8 +137,8 @@ struct Inner {
     /// When peers' liveness was last checked (`sys::os::coarse_clock_ms`): read on every
     /// progress call while operations wait.
     last_liveness_ms: u64,
-    /// Progress passes in a row that handled commands (`progress_locked`).
-    busy_passes: u32,
+    /// Progress passes made (`progress_locked`), for reading the clock on some of them.
+    passes: u32,
     /// Malformed, forged or misdirected commands dropped.
     dropped: u64,
 }
@@ -331,7 +331,7 @@ impl ShmEndpoint {
                 rx_pushing: Vec::new(),
                 outbox: VecDeque::new(),
                 last_liveness_ms: crate::sys::os::coarse_clock_ms(),
-                busy_passes: 0,
+                passes: 0,
                 dropped: 0,
             }),
             idle: Arc::new(IdleHint {

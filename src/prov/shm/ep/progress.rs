@@ -12,7 +12,7 @@ const PROGRESS_BATCH: usize = 64;
 
 /// How often peers of waiting operations are checked for liveness.
 const LIVENESS_PERIOD: Duration = Duration::from_millis(100);
-/// Busy progress passes between two looks at the clock for the liveness check.
+/// Progress passes between two looks at the clock for the liveness check.
 const LIVENESS_EVERY: u32 = 64;
 
 impl ShmEndpoint {
@@ -30,16 +30,16 @@ impl ShmEndpoint {
         }
         let busy = self.take_commands(g, PROGRESS_BATCH) > 0;
         self.push_segments(g);
-        // The clock is read on passes that found nothing to do, and on every
-        // LIVENESS_EVERY-th busy one (a dead peer among live ones is still noticed): a stream
-        // of small operations makes every pass busy, and the read was a tenth of its time.
-        g.busy_passes = if busy {
-            g.busy_passes.wrapping_add(1)
-        } else {
-            0
-        };
+        if busy {
+            for cq in [&g.tx_cq, &g.rx_cq].into_iter().flatten() {
+                cq.keep_spinning();
+            }
+        }
+        // The clock is read on every LIVENESS_EVERY-th pass: under a stream of small
+        // operations, reading it on every pass was a tenth of the time.
+        g.passes = g.passes.wrapping_add(1);
         if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty())
-            && (!busy || g.busy_passes.is_multiple_of(LIVENESS_EVERY))
+            && g.passes.is_multiple_of(LIVENESS_EVERY)
             && crate::sys::os::coarse_clock_ms().wrapping_sub(g.last_liveness_ms)
                 >= LIVENESS_PERIOD.as_millis() as u64
         {
