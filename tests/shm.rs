@@ -519,6 +519,27 @@ fn rma_scenario() {
             }
             assert!(s[..] == want[off..off + len], "read {off}+{len}");
         }
+        // An inline write to three target entries (its bytes follow the entries in the
+        // command), read back, then the original bytes written back the same way.
+        let entries = [(2_400_000usize, 30usize), (2_400_100, 50), (2_400_300, 20)];
+        let rma3: Vec<fi_rma_iov> = entries
+            .iter()
+            .map(|&(off, len)| rma(off as u64, len, key)[0])
+            .collect();
+        let original: Vec<u8> = entries
+            .iter()
+            .flat_map(|&(off, len)| pattern(LEN, 1)[off..off + len].to_vec())
+            .collect();
+        for data in [pattern(100, 8), original] {
+            let (s, v) = buf(data.len());
+            s.copy_from_slice(&data);
+            n.rma(&[v], peer, &rma3, false, None, 30).unwrap();
+            n.wait(10).unwrap();
+            let (back, backv) = buf(data.len());
+            n.rma(&[backv], peer, &rma3, true, None, 31).unwrap();
+            n.wait(10).unwrap();
+            assert!(back[..] == data[..], "inline write to three entries");
+        }
         // Small reads come back in the target's answer (inline up to its command body, else
         // in one of its bounce buffers); posted all at once, more of them than the target has
         // bounce buffers, the others go the long way. Each lands in two pieces of memory.
@@ -1267,4 +1288,63 @@ fn many_endpoints_exchange_mebibyte_messages_at_once() {
             }
         }
     });
+}
+
+/// The bounce buffer a small write's bytes travel in is released by the target once it has
+/// copied them out, and by nobody else: released again when the ACK came, it could already
+/// carry a later write's bytes, and another write would take it before the target read them.
+/// Two endpoints of this process, the target progressed by hand to make that order.
+#[test]
+fn a_small_writes_bounce_buffer_is_released_once() {
+    const LEN: usize = 4096;
+    const BUFS: usize = 64; // the initiator's bounce buffers
+    const WRITES: usize = 2 * BUFS + 1;
+    let (a, b) = (Node::open(&SHM, CAPS), Node::open(&SHM, CAPS));
+    let to_b = a.insert_hex(&b.name_hex());
+    let (target, tv) = buf(WRITES * LEN);
+    let mr = b.reg(tv, FI_REMOTE_WRITE, 0);
+    let base = if b.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 {
+        tv.addr() as u64
+    } else {
+        0
+    };
+    let write = |i: usize| {
+        let (s, v) = buf(LEN);
+        s.copy_from_slice(&pattern(LEN, i as u8));
+        let to = [fi_rma_iov {
+            addr: base + (i * LEN) as u64,
+            len: LEN,
+            key: mr.key(),
+        }];
+        let t = Instant::now();
+        // EAGAIN (every bounce buffer lent): the target reads some, we hear of it.
+        while let Err(e) = a.ep.write(&rma_op(&[v], to_b, &to, i)) {
+            assert_eq!(e, Errno::AGAIN);
+            assert!(t.elapsed() < Duration::from_secs(20), "write {i} refused");
+            b.cq.progress();
+        }
+    };
+    // Every buffer lent; the target copies them all out, releases them and answers.
+    for i in 0..BUFS {
+        write(i);
+    }
+    for _ in 0..10 {
+        b.cq.progress();
+    }
+    // This write takes buffer 0 again; the progress after its post reads the ACKs of the
+    // first round. The target does not run until every buffer is lent once more: a write
+    // that found buffer 0 free would overwrite this one's bytes before the target read them.
+    for i in BUFS..WRITES {
+        write(i);
+    }
+    for i in 0..WRITES {
+        a.wait_driving(&b, 20)
+            .unwrap_or_else(|e| panic!("write {i}: {e:?}"));
+    }
+    for i in 0..WRITES {
+        assert!(
+            target[i * LEN..(i + 1) * LEN] == pattern(LEN, i as u8)[..],
+            "write {i} landed with another write's bytes"
+        );
+    }
 }

@@ -15,7 +15,7 @@
 //! | 8..16 | sender token (identifies the sending endpoint) |
 //! | 16..24 | op id (the sender's operation, echoed back in ACK/GO/DATA) |
 //! | 24..32 | len (payload bytes) |
-//! | 32..40 | tag |
+//! | 32..40 | tag (messages); the RMA target entry count (`OP_WRITE`, `OP_READ`) |
 //! | 40..48 | CQ data |
 //! | 48..296 | body: inline bytes, iov lists, rma lists |
 //! | 296..304 | aux (bounce buffer index, iov count, peer op id...) |
@@ -227,7 +227,7 @@ impl Cmd {
     }
 
     /// Bytes of an encoded command that carry meaning, from its header: an inline message,
-    /// or an ACK returning data inline, uses the body only up to its payload; any other inline
+    /// an inline write, or an ACK returning data inline, uses the body only up to its payload; any other inline
     /// ACK, the header alone; every other command, all of it (an inline write needs `aux2`,
     /// behind the body). (A peer's header may say anything: the ring bounds the
     /// result.)
@@ -235,6 +235,11 @@ impl Cmd {
         let returns = u16::from_le_bytes([b[2], b[3]]) & F_RETURN_DATA != 0;
         match (b[0], b[1]) {
             (OP_MSG, PROTO_INLINE) => HDR + rd(b, 24).min(BODY as u64) as usize,
+            // Its target entries, then its bytes (`Cmd::inline_at`).
+            (OP_WRITE, PROTO_INLINE) => {
+                let entries = 24 * (rd(b, 32) & 0xff);
+                HDR + entries.saturating_add(rd(b, 24)).min(BODY as u64) as usize
+            }
             (OP_ACK, PROTO_INLINE) if returns => HDR + rd(b, 24).min(BODY as u64) as usize,
             (OP_ACK, PROTO_INLINE) | (OP_COPIED | OP_PART, _) => HDR,
             _ => CMD_SIZE,
@@ -267,6 +272,22 @@ impl Cmd {
                 })
                 .collect(),
         )
+    }
+
+    /// How many RMA target entries the body starts with: in the header (`tag`) for writes
+    /// and reads, so that an inline write crosses without the words behind its body; in
+    /// `aux2`'s low byte for atomics.
+    pub fn rma_count(&self) -> usize {
+        match self.op {
+            OP_WRITE | OP_READ => (self.tag & 0xff) as usize,
+            _ => (self.aux2 & 0xff) as usize,
+        }
+    }
+
+    /// Where an inline write's bytes start in the body: right after its target entries, so
+    /// that an 8-byte write and its slot's sequence word fill two cache lines, not five.
+    pub fn inline_at(&self) -> usize {
+        24 * self.rma_count()
     }
 
     /// Writes RMA target entries `(addr, len-or-count, key)` at the start of the body.
@@ -352,8 +373,20 @@ mod tests {
         let mut b = [0u8; CMD_SIZE];
         c.encode(&mut b);
         assert_eq!(8 + Cmd::wire_len(&b), 64);
-        // Every other command is copied whole: its aux words sit behind the body.
+        // So does an inline write of 8 bytes to one target entry.
         c.op = OP_WRITE;
+        c.tag = 1;
+        c.encode(&mut b);
+        assert_eq!(8 + Cmd::wire_len(&b), 8 + HDR + 24 + 8);
+        assert!(8 + Cmd::wire_len(&b) <= 128);
+        assert_eq!(Cmd::decode(&b).inline_at(), 24);
+        // A peer's entry count and length are bounded by the body.
+        c.tag = 0xff;
+        c.len = u64::MAX;
+        c.encode(&mut b);
+        assert_eq!(Cmd::wire_len(&b), HDR + BODY);
+        // Every other command is copied whole: its aux words sit behind the body.
+        c.proto = PROTO_IOV;
         c.encode(&mut b);
         assert_eq!(Cmd::wire_len(&b), CMD_SIZE);
         let d = Cmd::decode(&b);

@@ -50,6 +50,8 @@ pub const STATE_READY: u32 = 1;
 pub const STATE_CLOSED: u32 = 2;
 
 const BUF_FREE: u32 = 0;
+/// A lent buffer's state: odd, and different for each lending (`BufLease`), so that the
+/// owner can take back a lease that nobody released without freeing a later one.
 const BUF_USED: u32 = 1;
 
 #[repr(C)]
@@ -79,6 +81,13 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// One lending of one of our bounce buffers (`Region::buf_lease`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BufLease {
+    pub idx: u32,
+    state: u32,
+}
+
 /// A mapped region (ours or a peer's).
 #[derive(Debug)]
 pub struct Region {
@@ -87,6 +96,8 @@ pub struct Region {
     owner: bool,
     /// Owner only: where the next bounce-buffer search starts.
     next_buf: AtomicU32,
+    /// Owner only: bounce buffers lent so far (each lending's state is told apart by it).
+    leases: AtomicU32,
     /// Owner only: ring slots before this position are handed back to producers; slots from
     /// here to the head were popped and are handed back by `release_consumed`.
     released: AtomicU64,
@@ -117,6 +128,7 @@ impl Region {
             name: name.to_string(),
             owner: true,
             next_buf: AtomicU32::new(0),
+            leases: AtomicU32::new(0),
             released: AtomicU64::new(0),
         };
         let h = r.header();
@@ -144,6 +156,7 @@ impl Region {
             name: name.to_string(),
             owner: false,
             next_buf: AtomicU32::new(0),
+            leases: AtomicU32::new(0),
             released: AtomicU64::new(0),
         };
         let h = r.header();
@@ -435,14 +448,25 @@ impl Region {
 
     /// Takes a free bounce buffer (owner only).
     pub fn buf_alloc(&self) -> Option<u32> {
+        self.buf_lease().map(|l| l.idx)
+    }
+
+    /// Takes a free bounce buffer (owner only), with what `buf_reclaim` needs to take it back
+    /// should the peer it was lent to never release it.
+    pub fn buf_lease(&self) -> Option<BufLease> {
         let start = self.next_buf.load(Ordering::Relaxed) as usize;
         for k in 0..BOUNCE_BUFS {
             let i = (start + k) % BOUNCE_BUFS;
             if self.buf_state(i).load(Ordering::Acquire) == BUF_FREE {
-                self.buf_state(i).store(BUF_USED, Ordering::Relaxed);
+                let lease = self.leases.fetch_add(1, Ordering::Relaxed);
+                let state = BUF_USED | (lease << 1);
+                self.buf_state(i).store(state, Ordering::Relaxed);
                 self.next_buf
                     .store(((i + 1) % BOUNCE_BUFS) as u32, Ordering::Relaxed);
-                return Some(i as u32);
+                return Some(BufLease {
+                    idx: i as u32,
+                    state,
+                });
             }
         }
         None
@@ -456,6 +480,20 @@ impl Region {
             if !self.owner && self.state() == STATE_CLOSED && !self.bufs_lent() {
                 self.unlink_lingering();
             }
+        }
+    }
+
+    /// Takes back a buffer we lent (owner only) unless it was released meanwhile: a peer that
+    /// died holding it never will, one that released it before dying may have let us lend
+    /// it again, and that later lending must stand.
+    pub fn buf_reclaim(&self, lease: BufLease) {
+        if (lease.idx as usize) < BOUNCE_BUFS {
+            let _ = self.buf_state(lease.idx as usize).compare_exchange(
+                lease.state,
+                BUF_FREE,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -633,6 +671,36 @@ mod tests {
         owner.close();
         let again = Region::create(&n, 6).unwrap();
         assert_eq!(again.token(), 6);
+    }
+
+    #[test]
+    fn a_lease_is_reclaimed_only_while_nobody_released_it() {
+        let n = name();
+        let owner = Region::create(&n, 1).unwrap();
+        let peer = Region::open(&n).unwrap();
+        // Lent and never released (its peer died holding it): taken back.
+        let held = owner.buf_lease().unwrap();
+        owner.buf_reclaim(held);
+        assert!(!owner.bufs_lent());
+        // Released by the peer and lent again: the old lease no longer frees it.
+        let first = owner.buf_lease().unwrap();
+        peer.buf_release(first.idx);
+        let again = std::iter::from_fn(|| owner.buf_lease())
+            .find(|l| l.idx == first.idx)
+            .unwrap();
+        assert_ne!(again, first);
+        owner.buf_reclaim(first);
+        assert!(
+            owner.buf_with(again.idx, 0, 1, |_| ()).is_some() && owner.bufs_lent(),
+            "the later lending stands"
+        );
+        let free = std::iter::from_fn(|| owner.buf_alloc()).count();
+        assert_eq!(
+            free, 0,
+            "every buffer is lent, the reclaimed lease's one too"
+        );
+        owner.buf_reclaim(again);
+        assert_eq!(owner.buf_alloc(), Some(again.idx));
     }
 
     #[test]

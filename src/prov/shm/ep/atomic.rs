@@ -80,10 +80,10 @@ impl ShmEndpoint {
             c.body[RMA_AREA..RMA_AREA + data.len()].copy_from_slice(&data);
         } else {
             let region = g.region()?.clone();
-            let b = region.buf_alloc().ok_or(Errno::AGAIN)?;
-            region.buf_write(b, 0, &data);
+            let b = region.buf_lease().ok_or(Errno::AGAIN)?;
+            region.buf_write(b.idx, 0, &data);
             c.proto = PROTO_BOUNCE;
-            c.aux = u64::from(b);
+            c.aux = u64::from(b.idx);
             bounce = Some(b);
         }
         let cq_flags = FI_ATOMIC

@@ -357,7 +357,7 @@ impl ShmEndpoint {
         for id in g.tx_ops.ids_where(|t| dead.contains(&t.peer)) {
             if let Some(tx) = g.tx_ops.remove(id) {
                 if let (Some(b), Some(r)) = (tx.bounce, &g.region) {
-                    r.buf_release(b);
+                    r.buf_reclaim(b);
                 }
                 g.fail_tx(tx.context, tx.cq_flags, Errno::CONNABORTED, tx.cntr);
             }

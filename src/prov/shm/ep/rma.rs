@@ -56,7 +56,7 @@ impl ShmEndpoint {
         let p = g.peer_for(op.addr)?;
         let mut c = Cmd::new(if read { OP_READ } else { OP_WRITE }, g.token);
         c.len = len as u64;
-        c.aux2 = op.rma_iov.len() as u64;
+        c.tag = op.rma_iov.len() as u64;
         c.flags |= F_ACK;
         let mut rma = [(0u64, 0u64, 0u64); RMA_AREA / 24];
         for (e, r) in rma.iter_mut().zip(op.rma_iov) {
@@ -79,15 +79,16 @@ impl ShmEndpoint {
                 c.flags |= F_MAY_COPY;
             }
         } else if len <= RMA_INLINE {
-            gather(op.iov, 0, &mut c.body[RMA_AREA..RMA_AREA + len]);
+            let at = c.inline_at();
+            gather(op.iov, 0, &mut c.body[at..at + len]);
         } else if op.call == Call::Inject || len <= INJECT_SIZE {
             let region = g.region()?.clone();
-            let b = region.buf_alloc().ok_or(Errno::AGAIN)?;
-            region.buf_fill(b, len, |dst| {
+            let b = region.buf_lease().ok_or(Errno::AGAIN)?;
+            region.buf_fill(b.idx, len, |dst| {
                 gather(op.iov, 0, dst);
             });
             c.proto = PROTO_BOUNCE;
-            c.aux = u64::from(b);
+            c.aux = u64::from(b.idx);
             bounce = Some(b);
         } else if self.cma {
             c.proto = PROTO_IOV;
@@ -127,7 +128,7 @@ impl ShmEndpoint {
 
     /// Validates every target entry of an RMA/atomic command against our MR map.
     pub(super) fn verify(&self, c: &Cmd, access: u64, elem: usize) -> Result<Vec<IoVec>> {
-        let count = (c.aux2 & 0xff) as usize;
+        let count = c.rma_count();
         let rma = c.rma_entries(count).ok_or(Errno::INVAL)?;
         let mut out = Vec::with_capacity(count);
         let mut total = 0usize;
@@ -167,7 +168,8 @@ impl ShmEndpoint {
         }
         let r = match c.proto {
             PROTO_INLINE if len <= RMA_INLINE => {
-                scatter(&dest, 0, &c.body[RMA_AREA..RMA_AREA + len]);
+                let at = c.inline_at();
+                scatter(&dest, 0, &c.body[at..at + len]);
                 Ok(())
             }
             PROTO_BOUNCE => {

@@ -7,6 +7,7 @@ use super::{CntrKind, INJECT_SIZE, INLINE_MAX, Inner, ShmEndpoint};
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::shm::cmd::*;
+use crate::prov::shm::region::BufLease;
 use crate::sys::cma::Remote;
 use crate::sys::mem::{IoVec, gather, iov_len, scatter};
 use crate::util::cq::{CqEntry, CqErrEntry};
@@ -27,8 +28,10 @@ pub(super) struct TxOp {
     pub(super) iov: Vec<IoVec>,
     /// Atomic fetch/compare result buffers.
     pub(super) result: Vec<IoVec>,
-    /// Our bounce buffer to release when done.
-    pub(super) bounce: Option<u32>,
+    /// Our bounce buffer carrying its bytes. The target releases it once it has read them,
+    /// and nobody else: by the time its ACK comes, we may have lent it again. We take it back
+    /// only if the command never reached the target, or the target died (`buf_reclaim`).
+    pub(super) bounce: Option<BufLease>,
     /// Segmented push in progress.
     pub(super) push: Option<Push>,
     /// An RMA waiting for `OP_CLEARED`: its command, sent again without `F_MAY_COPY` if our own
@@ -108,7 +111,7 @@ impl Inner {
         if let Err(e) = self.push_cmd(p, c) {
             self.tx_ops.remove(id);
             if let (Some(b), Some(r)) = (bounce, &self.region) {
-                r.buf_release(b);
+                r.buf_reclaim(b);
             }
             return Err(e);
         }
@@ -254,9 +257,6 @@ impl ShmEndpoint {
             g.peers[p].uncleared = g.peers[p].uncleared.saturating_sub(1);
         }
         g.release_order(&tx);
-        if let (Some(b), Some(r)) = (tx.bounce, &g.region) {
-            r.buf_release(b);
-        }
         if c.status != 0 {
             g.fail_tx(tx.context, tx.cq_flags, Errno(c.status), tx.cntr);
             return;
