@@ -519,6 +519,35 @@ fn rma_scenario() {
             }
             assert!(s[..] == want[off..off + len], "read {off}+{len}");
         }
+        // Injected inline writes are done when posted (counted then, no ACK awaited); the
+        // target answers only a refusal, an error completion without context.
+        let inject = |data: &[u8], to: [fi_rma_iov; 1]| {
+            let (s, v) = buf(data.len());
+            s.copy_from_slice(data);
+            n.retry(|| {
+                n.ep.write(&fabric::util::ep::RmaOp {
+                    call: Call::Inject,
+                    ..rma_op(&[v], peer, &to, 0)
+                })
+            })
+        };
+        let at = 2_500_000usize;
+        let counted = n.cntr.read();
+        inject(&pattern(64, 40), rma(at as u64, 64, key)).unwrap();
+        assert_eq!(
+            n.cntr.read(),
+            counted + 1,
+            "an injected write counts when posted"
+        );
+        let (back, backv) = buf(64);
+        n.rma(&[backv], peer, &rma(at as u64, 64, key), true, None, 32)
+            .unwrap();
+        n.wait(10).unwrap();
+        assert!(back[..] == pattern(64, 40)[..], "injected write landed");
+        inject(&pattern(LEN, 1)[at..at + 64], rma(at as u64, 64, key)).unwrap();
+        inject(&[0xee; 16], rma(0, 16, key ^ 0x5555)).unwrap();
+        let refused = n.wait(10).unwrap_err();
+        assert_eq!((refused.err, refused.op_context), (FI_EACCES, 0));
         // An inline write to three target entries (its bytes follow the entries in the
         // command), read back, then the original bytes written back the same way.
         let entries = [(2_400_000usize, 30usize), (2_400_100, 50), (2_400_300, 20)];
@@ -584,7 +613,7 @@ fn rma_scenario() {
         )
         .unwrap();
         assert_eq!(n.wait(10).unwrap_err().err, FI_EACCES);
-        assert_eq!(n.cntr.readerr(), 6, "failed operations are counted");
+        assert_eq!(n.cntr.readerr(), 7, "failed operations are counted");
         sync();
         sync();
     }

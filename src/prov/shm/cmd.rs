@@ -97,6 +97,9 @@ pub const F_INITIATOR_BLOCKS: u16 = 1 << 9;
 /// data (a read's, or an atomic's fetched values).
 /// The kernel's copy between processes is a system call per read; two memory copies are not.
 pub const F_RETURN_DATA: u16 = 1 << 10;
+/// On an inline `OP_WRITE`: injected, with no completion due; the target answers only if it
+/// refuses the write, with an `OP_ACK` carrying this flag and the error (op id 0).
+pub const F_INJECTED: u16 = 1 << 11;
 
 /// Shared copies split the target's memory into blocks of this many bytes by address: the
 /// target copies the odd ones, the initiator the even ones, for every RMA. Each byte of

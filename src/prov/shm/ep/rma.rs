@@ -103,6 +103,19 @@ impl ShmEndpoint {
         } else {
             (FI_WRITE | FI_RMA, CntrKind::Write, TxKind::Write)
         };
+        // An injected inline write with no completion due is done once it is in the target's
+        // ring, as upstream's shm does it: no operation to keep, no ACK to wait for (the
+        // target reports a refusal as an error completion without context). Counted now.
+        if !read
+            && c.proto == PROTO_INLINE
+            && flags & FI_INJECT != 0
+            && flags & (FI_COMPLETION | FI_DELIVERY_COMPLETE) == 0
+        {
+            c.flags = (c.flags & !F_ACK) | F_INJECTED;
+            g.push_cmd(p, &c)?;
+            g.complete_tx(0, 0, cq_flags, len, cntr);
+            return Ok(());
+        }
         let tx = TxOp {
             iov: if op.call == Call::Inject {
                 Vec::new()
@@ -148,6 +161,18 @@ impl ShmEndpoint {
         Ok(out)
     }
 
+    /// The ACK of a write: none for an injected one that succeeded (`F_INJECTED`).
+    fn answer_write(g: &mut Inner, p: usize, c: &Cmd, status: Result<()>, len: usize) {
+        if c.flags & F_INJECTED == 0 {
+            g.ack(p, c.op_id, status, len);
+        } else if let Err(e) = status {
+            let mut r = Cmd::new(OP_ACK, g.token);
+            r.flags = F_INJECTED;
+            r.status = e.0;
+            g.respond(p, &r);
+        }
+    }
+
     pub(super) fn handle_write(&self, g: &mut Inner, p: usize, c: &Cmd) {
         let cq_data = (c.flags & F_CQ_DATA != 0).then_some(c.data);
         let dest = match self.verify(c, FI_REMOTE_WRITE, 1) {
@@ -158,7 +183,7 @@ impl ShmEndpoint {
                 {
                     r.buf_release(c.aux as u32);
                 }
-                g.ack(p, c.op_id, Err(e), 0);
+                Self::answer_write(g, p, c, Err(e), 0);
                 return;
             }
         };
@@ -206,7 +231,7 @@ impl ShmEndpoint {
         match r {
             Ok(()) => {
                 self.remote_write_done(g, len, cq_data);
-                g.ack(p, c.op_id, Ok(()), len);
+                Self::answer_write(g, p, c, Ok(()), len);
             }
             Err(Errno::AGAIN) => {
                 // Segmented: pull the data from the initiator through its bounce buffers.
@@ -220,7 +245,7 @@ impl ShmEndpoint {
                 };
                 self.start_pull(g, p, c.op_id, rx);
             }
-            Err(e) => g.ack(p, c.op_id, Err(e), 0),
+            Err(e) => Self::answer_write(g, p, c, Err(e), 0),
         }
     }
 

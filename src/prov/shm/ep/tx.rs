@@ -242,6 +242,13 @@ impl ShmEndpoint {
     }
 
     pub(super) fn handle_ack(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        if c.flags & F_INJECTED != 0 {
+            // One of our injected writes was refused (nothing is sent for those that land).
+            if c.status != 0 {
+                g.fail_tx(0, FI_WRITE | FI_RMA, Errno(c.status), CntrKind::Write);
+            }
+            return;
+        }
         let Some(tx) = g.tx_ops.get(c.op_id) else {
             g.dropped += 1;
             return;
