@@ -642,18 +642,14 @@ impl Endpoint for ShmEndpoint {
         if self.caps & FI_READ == 0 && self.caps & (FI_READ | FI_WRITE) != 0 {
             return Err(Errno::NOSYS);
         }
-        let r = self.rma(op, true);
-        self.progress();
-        r
+        self.rma(op, true)
     }
 
     fn write(&self, op: &RmaOp<'_>) -> Result<()> {
         if self.caps & FI_WRITE == 0 && self.caps & (FI_READ | FI_WRITE) != 0 {
             return Err(Errno::NOSYS);
         }
-        let r = self.rma(op, false);
-        self.progress();
-        r
+        self.rma(op, false)
     }
 
     fn atomic(&self, op: &AtomicOp<'_>) -> Result<()> {

@@ -49,7 +49,22 @@ impl ShmEndpoint {
         if flags & FI_INJECT != 0 && len > INJECT_SIZE {
             return Err(Errno::MSGSIZE);
         }
+        // Posted and progressed under one hold of the lock: a stream of small writes took it
+        // twice per post.
         let mut g = self.lock();
+        let r = self.post_rma(&mut g, op, read, flags, len);
+        self.progress_locked(&mut g);
+        r
+    }
+
+    fn post_rma(
+        &self,
+        g: &mut Inner,
+        op: &RmaOp<'_>,
+        read: bool,
+        flags: u64,
+        len: usize,
+    ) -> Result<()> {
         if !g.enabled {
             return Err(Errno::OPBADSTATE);
         }
