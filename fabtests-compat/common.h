@@ -632,10 +632,10 @@ static void ft_progress(void)
 		ft_nearly += r;
 }
 
-/* Retries a post that returns -FI_EAGAIN (queue full) while driving progress, for 30 s. */
 /*
- * The clock is read only while the queue stays full, every 1024th retry: upstream's posts
- * read no clock, and one read per post was a tenth of a stream of 8-byte writes.
+ * Retries a post that returns -FI_EAGAIN (queue full) while driving progress, for 30 s. The
+ * clock is read only while the queue stays full, every 1024th retry: upstream's posts read no
+ * clock, and one read per post was a tenth of a stream of 8-byte writes.
  */
 #define FT_POST(call)                                                                   \
 	do {                                                                            \

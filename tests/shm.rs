@@ -678,12 +678,23 @@ fn atomics_scenario() {
         let (t, tv) = buf(64);
         t.copy_from_slice(&[0u8; 64]);
         let mr = n.reg(tv, FI_REMOTE_READ | FI_REMOTE_WRITE, 0);
-        let base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 {
-            tv.addr() as u64
-        } else {
-            0
-        };
-        child_send(&format!("{} {}", mr.key(), base));
+        let virt = n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0;
+        let base = if virt { tv.addr() as u64 } else { 0 };
+        // 1,024 counters for a fetch larger than the inject size (its result comes back in
+        // a bounce buffer).
+        let (many, manyv) = buf(8 * 1024);
+        for (i, w) in many.chunks_mut(8).enumerate() {
+            w.copy_from_slice(&(i as u64 * 3).to_ne_bytes());
+        }
+        let many_mr = n.reg(manyv, FI_REMOTE_READ, 1);
+        let many_base = if virt { manyv.addr() as u64 } else { 0 };
+        child_send(&format!(
+            "{} {} {} {}",
+            mr.key(),
+            base,
+            many_mr.key(),
+            many_base
+        ));
         sync_serving(&n);
         let v = u64::from_ne_bytes(t[..8].try_into().unwrap());
         assert_eq!(
@@ -748,6 +759,34 @@ fn atomics_scenario() {
         );
         assert_eq!(run(AtomicKind::Compare, FI_CSWAP, 1036, 1035), 1035);
         assert_eq!(run(AtomicKind::Fetch, FI_ATOMIC_READ, 0, 0), 1036);
+        // A fetch of 8 KiB: its result comes back in the target's bounce buffer.
+        let (r, rv) = buf(8 * 1024);
+        let fetch = AtomicOp {
+            kind: AtomicKind::Fetch,
+            iov: &[],
+            desc: &[],
+            compare: &[],
+            compare_desc: &[],
+            result: std::slice::from_ref(&rv),
+            result_desc: &[],
+            addr: peer,
+            rma_ioc: &[fabric::abi::types::fi_rma_ioc {
+                addr: v[3],
+                count: 1024,
+                key: v[2],
+            }],
+            datatype: FI_UINT64,
+            op: FI_ATOMIC_READ,
+            context: 6,
+            data: 0,
+            flags: 0,
+            call: Call::Plain,
+        };
+        n.retry(|| n.ep.atomic(&fetch)).unwrap();
+        n.wait(10).unwrap();
+        for (i, w) in r.chunks(8).enumerate() {
+            assert_eq!(u64::from_ne_bytes(w.try_into().unwrap()), i as u64 * 3);
+        }
         // Every valid op × datatype is reported with a count.
         for dt in [
             FI_INT8,

@@ -107,14 +107,8 @@ impl Mr {
     }
 
     /// The pieces of this region covering `[addr, addr+len)` in remote addressing.
-    fn pieces(&self, addr: u64, len: usize) -> Option<Vec<IoVec>> {
-        let mut out = Vec::with_capacity(1);
-        self.pieces_into(addr, len, &mut out)?;
-        Some(out)
-    }
-
-    /// Appends the pieces of `[addr, addr + len)` to `out`; None (and `out` possibly grown)
-    /// if the range is not all inside the region.
+    /// Appends them to `out`; None (and `out` possibly grown) if the range is not all inside
+    /// the region.
     fn pieces_into(&self, addr: u64, len: usize, out: &mut Vec<IoVec>) -> Option<()> {
         let start = addr.checked_sub(self.base())?;
         let start = usize::try_from(start).ok()?;
@@ -264,12 +258,9 @@ impl MrMap {
     /// Checks a remote access of `len` bytes at `addr` with `key` needing `access`
     /// (`FI_REMOTE_READ`/`FI_REMOTE_WRITE`) and returns the memory it covers.
     pub fn verify(&self, key: u64, addr: u64, len: usize, access: u64) -> Result<Vec<IoVec>> {
-        let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
-        let mr = keys.get(&key).ok_or(Errno::ACCES)?;
-        if !mr.is_enabled() || mr.access & access != access {
-            return Err(Errno::ACCES);
-        }
-        mr.pieces(addr, len).ok_or(Errno::ACCES)
+        let mut out = Vec::with_capacity(1);
+        self.verify_into(key, addr, len, access, &mut out)?;
+        Ok(out)
     }
 
     /// `verify`, appending the memory to `out` instead of allocating a list (a target checks

@@ -229,11 +229,10 @@ impl Cmd {
         c
     }
 
-    /// Bytes of an encoded command that carry meaning, from its header: an inline message,
-    /// an inline write, or an ACK returning data inline, uses the body only up to its payload; any other inline
-    /// ACK, the header alone; every other command, all of it (an inline write needs `aux2`,
-    /// behind the body). (A peer's header may say anything: the ring bounds the
-    /// result.)
+    /// Bytes of an encoded command that carry meaning, from its header: an inline message, an
+    /// inline write or an ACK returning data inline uses the body only up to its payload; any
+    /// other inline ACK, the header alone; every other command, all of it (its `aux` words
+    /// sit behind the body). (A peer's header may say anything: the ring bounds the result.)
     pub fn wire_len(b: &[u8; CMD_SIZE]) -> usize {
         let returns = u16::from_le_bytes([b[2], b[3]]) & F_RETURN_DATA != 0;
         match (b[0], b[1]) {

@@ -381,10 +381,12 @@ impl ShmEndpoint {
         if len <= BODY {
             gather(src, 0, &mut ack.body[..len]);
         } else {
-            let Some(region) = g.region.clone() else {
-                return false;
-            };
-            let Some(b) = region.buf_alloc() else {
+            // Borrowed, not cloned: an `Arc` clone and drop are two locked instructions.
+            let Some((region, b)) = g
+                .region
+                .as_deref()
+                .and_then(|r| r.buf_alloc().map(|b| (r, b)))
+            else {
                 return false;
             };
             region.buf_fill(b, len, |dst| {

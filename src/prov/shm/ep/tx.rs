@@ -289,10 +289,10 @@ impl ShmEndpoint {
                 PROTO_INLINE if n <= BODY => scatter(dest, 0, &c.body[..n]) == n,
                 PROTO_BOUNCE => {
                     let r = g.peers[p].region.clone();
-                    let ok = n <= INJECT_SIZE
-                        && r.as_ref()
-                            .and_then(|r| r.buf_with(c.aux as u32, 0, n, |s| scatter(dest, 0, s)))
-                            == Some(n);
+                    let ok = r
+                        .as_ref()
+                        .and_then(|r| r.buf_with(c.aux as u32, 0, n, |s| scatter(dest, 0, s)))
+                        == Some(n);
                     if let Some(r) = r {
                         r.buf_release(c.aux as u32);
                     }
