@@ -548,6 +548,26 @@ fn rma_scenario() {
         inject(&[0xee; 16], rma(0, 16, key ^ 0x5555)).unwrap();
         let refused = n.wait(10).unwrap_err();
         assert_eq!((refused.err, refused.op_context), (FI_EACCES, 0));
+        // The same for injected writes up to the inject size, which travel in our bounce
+        // buffers: they land; refused, each is an error completion and its buffer comes back
+        // (more refusals than there are buffers, then a write that needs one).
+        for (i, len) in [249usize, 1000, 4096].into_iter().enumerate() {
+            inject(&pattern(len, 50 + i as u8), rma(at as u64, len, key)).unwrap();
+            let (back, backv) = buf(len);
+            n.rma(&[backv], peer, &rma(at as u64, len, key), true, None, 33)
+                .unwrap();
+            n.wait(10).unwrap();
+            assert!(
+                back[..] == pattern(len, 50 + i as u8)[..],
+                "injected {len} B landed"
+            );
+        }
+        for _ in 0..100 {
+            inject(&[0xee; 4096], rma(0, 4096, key ^ 0x5555)).unwrap();
+            let refused = n.wait(10).unwrap_err();
+            assert_eq!((refused.err, refused.op_context), (FI_EACCES, 0));
+        }
+        inject(&pattern(LEN, 1)[at..at + 4096], rma(at as u64, 4096, key)).unwrap();
         // An inline write to three target entries (its bytes follow the entries in the
         // command), read back, then the original bytes written back the same way.
         let entries = [(2_400_000usize, 30usize), (2_400_100, 50), (2_400_300, 20)];
@@ -613,7 +633,8 @@ fn rma_scenario() {
         )
         .unwrap();
         assert_eq!(n.wait(10).unwrap_err().err, FI_EACCES);
-        assert_eq!(n.cntr.readerr(), 7, "failed operations are counted");
+        // 100 of them the refused injected writes to bounce buffers.
+        assert_eq!(n.cntr.readerr(), 107, "failed operations are counted");
         sync();
         sync();
     }
@@ -1413,6 +1434,84 @@ fn a_small_writes_bounce_buffer_is_released_once() {
         assert!(
             target[i * LEN..(i + 1) * LEN] == pattern(LEN, i as u8)[..],
             "write {i} landed with another write's bytes"
+        );
+    }
+}
+
+/// An injected write up to the inject size travels in one of the initiator's bounce buffers
+/// and completes when posted; the target releases the buffer. A target that dies holding
+/// some never will: the initiator takes them back once it finds it dead, and goes on
+/// writing to others (before, every buffer stayed lent and each later write was refused).
+#[test]
+fn bounce_buffers_lent_to_a_peer_that_dies_come_back() {
+    const LEN: usize = 4096;
+    const BUFS: usize = 64; // the initiator's bounce buffers
+    let (a, b, c) = (
+        Node::open(&SHM, CAPS),
+        Node::open(&SHM, CAPS),
+        Node::open(&SHM, CAPS),
+    );
+    let (to_b, to_c) = (a.insert_hex(&b.name_hex()), a.insert_hex(&c.name_hex()));
+    let target = |n: &Node| {
+        let (t, tv) = buf(BUFS * LEN);
+        let mr = n.reg(tv, FI_REMOTE_WRITE, 0);
+        let base = if n.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 {
+            tv.addr() as u64
+        } else {
+            0
+        };
+        (t, base, mr)
+    };
+    let ((_, b_base, b_mr), (c_mem, c_base, c_mr)) = (target(&b), target(&c));
+    let inject = |to: u64, base: u64, key: u64, i: usize| {
+        let (s, v) = buf(LEN);
+        s.copy_from_slice(&pattern(LEN, i as u8));
+        let at = [fi_rma_iov {
+            addr: base + (i * LEN) as u64,
+            len: LEN,
+            key,
+        }];
+        a.ep.write(&fabric::util::ep::RmaOp {
+            call: Call::Inject,
+            ..rma_op(&[v], to, &at, 0)
+        })
+    };
+    // b never runs: every buffer is lent to it, and the next write waits for one.
+    let counted = a.cntr.read();
+    for i in 0..BUFS {
+        inject(to_b, b_base, b_mr.key(), i).unwrap_or_else(|e| panic!("write {i}: {e:?}"));
+    }
+    assert_eq!(a.cntr.read(), counted + BUFS as u64, "counted when posted");
+    assert_eq!(inject(to_b, b_base, b_mr.key(), 0), Err(Errno::AGAIN));
+    assert_eq!(inject(to_c, c_base, c_mr.key(), 0), Err(Errno::AGAIN));
+    b.ep.close().unwrap();
+    drop(b);
+    // a finds b gone at its next liveness check and takes its buffers back.
+    let t = Instant::now();
+    for i in 0..BUFS {
+        loop {
+            match inject(to_c, c_base, c_mr.key(), i) {
+                Ok(()) => break,
+                Err(e) => assert_eq!(e, Errno::AGAIN),
+            }
+            a.cq.progress();
+            c.cq.progress();
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "write {i} to the live peer refused: buffers lent to the dead one never came back"
+            );
+        }
+    }
+    let t = Instant::now();
+    while c_mem[..]
+        != (0..BUFS)
+            .flat_map(|i| pattern(LEN, i as u8))
+            .collect::<Vec<_>>()[..]
+    {
+        c.cq.progress();
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "writes to the live peer landed"
         );
     }
 }

@@ -15,7 +15,7 @@
 //! | 8..16 | sender token (identifies the sending endpoint) |
 //! | 16..24 | op id (the sender's operation, echoed back in ACK/GO/DATA) |
 //! | 24..32 | len (payload bytes) |
-//! | 32..40 | tag (messages); the RMA target entry count (`OP_WRITE`, `OP_READ`) |
+//! | 32..40 | tag (messages); the RMA target entry count (`OP_WRITE`, `OP_READ`), and above bit 32 a write's bounce buffer index |
 //! | 40..48 | CQ data |
 //! | 48..296 | body: inline bytes, iov lists, rma lists |
 //! | 296..304 | aux (bounce buffer index, iov count, peer op id...) |
@@ -242,6 +242,8 @@ impl Cmd {
                 let entries = 24 * (rd(b, 32) & 0xff);
                 HDR + entries.saturating_add(rd(b, 24)).min(BODY as u64) as usize
             }
+            // Its target entries; the bytes are in a bounce buffer (`Cmd::set_write_bounce`).
+            (OP_WRITE, PROTO_BOUNCE) => HDR + (24 * (rd(b, 32) & 0xff)).min(BODY as u64) as usize,
             (OP_ACK, PROTO_INLINE) if returns => HDR + rd(b, 24).min(BODY as u64) as usize,
             (OP_ACK, PROTO_INLINE) | (OP_COPIED | OP_PART, _) => HDR,
             _ => CMD_SIZE,
@@ -284,6 +286,18 @@ impl Cmd {
             OP_WRITE | OP_READ => (self.tag & 0xff) as usize,
             _ => (self.aux2 & 0xff) as usize,
         }
+    }
+
+    /// Sets a write's bounce buffer: its index rides in `tag` above the entry count, so that a
+    /// bounced write's command ends with its target entries (`wire_len`: two cache lines
+    /// with one entry, not five).
+    pub fn set_write_bounce(&mut self, idx: u32) {
+        self.tag = (self.tag & 0xffff_ffff) | (u64::from(idx) << 32);
+    }
+
+    /// A write's bounce buffer index (`set_write_bounce`).
+    pub fn write_bounce(&self) -> u32 {
+        (self.tag >> 32) as u32
     }
 
     /// Where an inline write's bytes start in the body: right after its target entries, so
@@ -425,6 +439,26 @@ mod tests {
             Cmd::wire_len(&b),
             CMD_SIZE,
             "a bounce buffer's index is behind the body"
+        );
+        // A bounced write: its entries, with the buffer's index beside their count.
+        let mut w = Cmd::new(OP_WRITE, 1);
+        w.proto = PROTO_BOUNCE;
+        w.len = 4096;
+        w.tag = 2;
+        assert!(w.put_rma(&[(0x1000, 4000, 7), (0x9000, 96, 8)]));
+        w.set_write_bounce(63);
+        w.encode(&mut b);
+        assert_eq!(
+            Cmd::wire_len(&b),
+            HDR + 48,
+            "a bounced write ends with its entries"
+        );
+        let mut got = Cmd::new(0, 0);
+        got.as_bytes_mut()[..HDR + 48].copy_from_slice(&b[..HDR + 48]);
+        assert_eq!((got.write_bounce(), got.rma_count()), (63, 2));
+        assert_eq!(
+            got.rma_entries(2).map(|e| e.collect::<Vec<_>>()),
+            Some(vec![(0x1000, 4000, 7), (0x9000, 96, 8)])
         );
     }
 

@@ -19,7 +19,7 @@ use crate::core::{Errno, Result};
 use crate::sys::shm::ShmMap;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"fabricSM");
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Command slots in the ring (a power of two).
 pub const RING_SLOTS: usize = 1024;
 /// Bytes of one slot: an 8-byte sequence word and the command.

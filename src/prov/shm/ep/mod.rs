@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use super::cmd::*;
-use super::region::{BOUNCE_SIZE, Region};
+use super::region::{BOUNCE_BUFS, BOUNCE_SIZE, BufLease, Region};
 use super::{PROV_NAME, ShmDomain, region_name};
 use crate::abi::consts::*;
 use crate::core::{Errno, Info, Result};
@@ -141,6 +141,10 @@ struct Inner {
     passes: u32,
     /// Malformed, forged or misdirected commands dropped.
     dropped: u64,
+    /// Which peer each of our bounce buffers was last lent to without an operation of ours
+    /// waiting on it (bounce sends, injected writes): the reader releases it, but one that
+    /// dies first never will, so its leases are taken back when it is found dead.
+    lent_to: [Option<(usize, BufLease)>; BOUNCE_BUFS],
 }
 
 pub struct ShmEndpoint {
@@ -333,6 +337,7 @@ impl ShmEndpoint {
                 last_liveness_ms: crate::sys::os::coarse_clock_ms(),
                 passes: 0,
                 dropped: 0,
+                lent_to: [None; BOUNCE_BUFS],
             }),
             idle: Arc::new(IdleHint {
                 state: AtomicU8::new(ASLEEP),

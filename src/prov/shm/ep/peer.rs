@@ -354,6 +354,18 @@ impl ShmEndpoint {
         if dead.is_empty() {
             return;
         }
+        // Buffers lent to dead peers with nothing of ours waiting on them (`lend`); a lease
+        // the peer released before dying fails to reclaim, as it must.
+        for slot in &mut g.lent_to {
+            if let Some((p, lease)) = *slot
+                && dead.contains(&p)
+            {
+                *slot = None;
+                if let Some(r) = &g.region {
+                    r.buf_reclaim(lease);
+                }
+            }
+        }
         for id in g.tx_ops.ids_where(|t| dead.contains(&t.peer)) {
             if let Some(tx) = g.tx_ops.remove(id) {
                 if let (Some(b), Some(r)) = (tx.bounce, &g.region) {

@@ -38,12 +38,17 @@ impl ShmEndpoint {
         // The clock is read on every LIVENESS_EVERY-th pass: under a stream of small
         // operations, reading it on every pass was a tenth of the time.
         g.passes = g.passes.wrapping_add(1);
-        if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty())
-            && g.passes.is_multiple_of(LIVENESS_EVERY)
-            && crate::sys::os::coarse_clock_ms().wrapping_sub(g.last_liveness_ms)
-                >= LIVENESS_PERIOD.as_millis() as u64
+        if (!g.tx_ops.is_empty() || !g.rx_ops.is_empty()) && g.passes.is_multiple_of(LIVENESS_EVERY)
         {
-            g.last_liveness_ms = crate::sys::os::coarse_clock_ms();
+            self.check_liveness_due(g);
+        }
+    }
+
+    /// Checks peers' liveness if `LIVENESS_PERIOD` has passed since the last check.
+    pub(super) fn check_liveness_due(&self, g: &mut Inner) {
+        let now = crate::sys::os::coarse_clock_ms();
+        if now.wrapping_sub(g.last_liveness_ms) >= LIVENESS_PERIOD.as_millis() as u64 {
+            g.last_liveness_ms = now;
             self.check_liveness(g);
         }
     }

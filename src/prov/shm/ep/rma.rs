@@ -83,6 +83,11 @@ impl ShmEndpoint {
             c.flags |= F_CQ_DATA;
             c.data = op.data;
         }
+        // An injected write with no completion due is done once it is in the target's ring,
+        // as upstream's shm does it: no operation to keep, no ACK to wait for (the target
+        // reports a refusal as an error completion without context). Counted now.
+        let injected =
+            !read && flags & FI_INJECT != 0 && flags & (FI_COMPLETION | FI_DELIVERY_COMPLETE) == 0;
         let mut bounce = None;
         if read {
             c.proto = if self.cma { PROTO_IOV } else { PROTO_SEG };
@@ -96,6 +101,10 @@ impl ShmEndpoint {
         } else if len <= RMA_INLINE {
             let at = c.inline_at();
             gather(op.iov, 0, &mut c.body[at..at + len]);
+        } else if injected {
+            // Read and released by the target, without an ACK (`lend`).
+            c.proto = PROTO_BOUNCE;
+            c.set_write_bounce(self.lend(g, p, len, op.iov)?);
         } else if op.call == Call::Inject || len <= INJECT_SIZE {
             let region = g.region()?.clone();
             let b = region.buf_lease().ok_or(Errno::AGAIN)?;
@@ -103,7 +112,7 @@ impl ShmEndpoint {
                 gather(op.iov, 0, dst);
             });
             c.proto = PROTO_BOUNCE;
-            c.aux = u64::from(b.idx);
+            c.set_write_bounce(b.idx);
             bounce = Some(b);
         } else if self.cma {
             c.proto = PROTO_IOV;
@@ -118,16 +127,14 @@ impl ShmEndpoint {
         } else {
             (FI_WRITE | FI_RMA, CntrKind::Write, TxKind::Write)
         };
-        // An injected inline write with no completion due is done once it is in the target's
-        // ring, as upstream's shm does it: no operation to keep, no ACK to wait for (the
-        // target reports a refusal as an error completion without context). Counted now.
-        if !read
-            && c.proto == PROTO_INLINE
-            && flags & FI_INJECT != 0
-            && flags & (FI_COMPLETION | FI_DELIVERY_COMPLETE) == 0
-        {
+        if injected {
             c.flags = (c.flags & !F_ACK) | F_INJECTED;
-            g.push_cmd(p, &c)?;
+            if let Err(e) = g.push_cmd(p, &c) {
+                if c.proto == PROTO_BOUNCE {
+                    g.unlend(c.write_bounce());
+                }
+                return Err(e);
+            }
             g.complete_tx(0, 0, cq_flags, len, cntr);
             return Ok(());
         }
@@ -196,7 +203,7 @@ impl ShmEndpoint {
                 if c.proto == PROTO_BOUNCE
                     && let Some(r) = &g.peers[p].region
                 {
-                    r.buf_release(c.aux as u32);
+                    r.buf_release(c.write_bounce());
                 }
                 Self::answer_write(g, p, c, Err(e), 0);
                 return;
@@ -216,11 +223,11 @@ impl ShmEndpoint {
                 let region = g.peers[p].region.clone();
                 let r = region
                     .as_ref()
-                    .and_then(|r| r.buf_with(c.aux as u32, 0, len, |s| scatter(&dest, 0, s)))
+                    .and_then(|r| r.buf_with(c.write_bounce(), 0, len, |s| scatter(&dest, 0, s)))
                     .map(|_| ())
                     .ok_or(Errno::INVAL);
                 if let Some(region) = region {
-                    region.buf_release(c.aux as u32);
+                    region.buf_release(c.write_bounce());
                 }
                 r
             }

@@ -102,6 +102,16 @@ impl TxOp {
 }
 
 impl Inner {
+    /// Takes back a buffer `ShmEndpoint::lend` lent whose command never reached the peer.
+    pub(super) fn unlend(&mut self, idx: u32) {
+        if let Some(slot) = self.lent_to.get_mut(idx as usize) {
+            *slot = None;
+        }
+        if let Some(r) = &self.region {
+            r.buf_release(idx);
+        }
+    }
+
     /// Records `tx` and pushes its command `c` to peer `p`; if the push fails, forgets `tx`
     /// again (releasing its bounce buffer) and returns the error.
     pub(super) fn post_op(&mut self, p: usize, tx: TxOp, c: &mut Cmd) -> Result<u64> {
@@ -197,15 +207,11 @@ impl ShmEndpoint {
             return Ok(());
         }
         if len <= INJECT_SIZE && !delivery {
-            let region = g.region()?.clone();
-            let b = region.buf_alloc().ok_or(Errno::AGAIN)?;
-            region.buf_fill(b, len, |dst| {
-                gather(op.iov, 0, dst);
-            });
+            let b = self.lend(&mut g, p, len, op.iov)?;
             c.proto = PROTO_BOUNCE;
             c.aux = u64::from(b);
             if let Err(e) = g.push_cmd(p, &c) {
-                region.buf_release(b);
+                g.unlend(b);
                 return Err(e);
             }
             g.complete_tx(op.context, flags, cq_flags, len, CntrKind::Send);
@@ -239,6 +245,29 @@ impl ShmEndpoint {
         }
         g.post_op(p, tx, &mut c)?;
         Ok(())
+    }
+
+    /// Lends one of our bounce buffers to peer `p` holding the `len` bytes of `iov`, for an
+    /// operation that completes once its command is in the peer's ring (nothing of ours waits
+    /// on it): the reader releases it; `Inner::lent_to` remembers the lease in case the peer
+    /// dies first. With none free, peers found dead since the last look give theirs back.
+    pub(super) fn lend(&self, g: &mut Inner, p: usize, len: usize, iov: &[IoVec]) -> Result<u32> {
+        let region = g.region.as_deref().ok_or(Errno::OPBADSTATE)?;
+        let lease = match region.buf_lease() {
+            Some(l) => l,
+            None => {
+                self.check_liveness_due(g);
+                let region = g.region.as_deref().ok_or(Errno::OPBADSTATE)?;
+                region.buf_lease().ok_or(Errno::AGAIN)?
+            }
+        };
+        if let Some(region) = g.region.as_deref() {
+            region.buf_fill(lease.idx, len, |dst| {
+                gather(iov, 0, dst);
+            });
+        }
+        g.lent_to[lease.idx as usize] = Some((p, lease));
+        Ok(lease.idx)
     }
 
     pub(super) fn handle_ack(&self, g: &mut Inner, p: usize, c: &Cmd) {
