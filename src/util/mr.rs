@@ -1,7 +1,7 @@
 //! Memory registration (fi_mr(3)): keys, regions, and the check every remote access goes through.
 
 use crate::util::hash::U64Map;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
 use crate::abi::consts::*;
@@ -99,10 +99,11 @@ impl Mr {
     /// Removes the key from its map (fi_close on the MR).
     pub fn deregister(&self) {
         if let Some(map) = self.map.upgrade() {
-            map.keys
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&self.key);
+            let mut keys = map.keys.write().unwrap_or_else(|e| e.into_inner());
+            if keys.remove(&self.key).is_some() {
+                // Under the lock: a cache that saw the old count looked the key up before.
+                map.removals.fetch_add(1, Ordering::Release);
+            }
         }
     }
 
@@ -138,6 +139,28 @@ impl Mr {
 #[derive(Debug, Default)]
 struct MapInner {
     keys: RwLock<U64Map<Arc<Mr>>>,
+    /// Keys removed so far: what an `MrCache` entry was looked up under stands while this
+    /// has not moved.
+    removals: AtomicU64,
+}
+
+/// One target's memory of the last region its remote accesses named (`MrMap::verify_cached`):
+/// a stream of small RMAs to one region checks each against it with one plain load instead
+/// of taking the map's lock (two locked instructions per RMA). Only a region of one piece,
+/// enabled, is kept; it holds no reference, so closing the region is not delayed.
+#[derive(Debug, Default)]
+pub struct MrCache {
+    entry: Option<CachedMr>,
+}
+
+#[derive(Debug)]
+struct CachedMr {
+    key: u64,
+    /// `MapInner::removals` when it was looked up.
+    removals: u64,
+    access: u64,
+    base: u64,
+    piece: IoVec,
 }
 
 /// A domain's registered regions by key.
@@ -281,6 +304,55 @@ impl MrMap {
         mr.pieces_into(addr, len, out).ok_or(Errno::ACCES)
     }
 
+    /// `verify_into` through `cache`: the region comes from it while no key was removed from
+    /// the map since it was looked up (a removed key, or a key registered again, moves the
+    /// count), else from the map, and is then remembered.
+    pub fn verify_cached(
+        &self,
+        cache: &mut MrCache,
+        key: u64,
+        addr: u64,
+        len: usize,
+        access: u64,
+        out: &mut Vec<IoVec>,
+    ) -> Result<()> {
+        let removals = self.inner.removals.load(Ordering::Acquire);
+        if let Some(c) = &cache.entry
+            && c.key == key
+            && c.removals == removals
+        {
+            if c.access & access != access {
+                return Err(Errno::ACCES);
+            }
+            let start = usize::try_from(addr.wrapping_sub(c.base))
+                .ok()
+                .filter(|_| addr >= c.base)
+                .ok_or(Errno::ACCES)?;
+            if start.checked_add(len).is_none_or(|end| end > c.piece.len()) {
+                return Err(Errno::ACCES);
+            }
+            if len > 0 {
+                out.push(c.piece.sub(start, len).ok_or(Errno::ACCES)?);
+            }
+            return Ok(());
+        }
+        let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
+        let mr = keys.get(&key).ok_or(Errno::ACCES)?;
+        if !mr.is_enabled() || mr.access & access != access {
+            return Err(Errno::ACCES);
+        }
+        if let [piece] = mr.iov[..] {
+            cache.entry = Some(CachedMr {
+                key,
+                removals,
+                access: mr.access,
+                base: mr.base(),
+                piece,
+            });
+        }
+        mr.pieces_into(addr, len, out).ok_or(Errno::ACCES)
+    }
+
     /// The region registered under `key`.
     pub fn get(&self, key: u64) -> Option<Arc<Mr>> {
         self.inner
@@ -338,6 +410,69 @@ mod tests {
         );
         mr.deregister();
         assert_eq!(map.verify(5, 1010, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+    }
+
+    /// A target's cache of the last region answers as the map does, and forgets the region
+    /// once any key is removed: a closed key is refused, a key registered again names its new
+    /// memory.
+    #[test]
+    fn the_cache_answers_as_the_map_and_forgets_closed_regions() {
+        let map = MrMap::new(0, 8);
+        let (a, b) = (buf(100), buf(100));
+        let req = |iov, key, access| MrRequest {
+            iov: vec![iov],
+            access,
+            offset: 1000,
+            requested_key: key,
+            ..Default::default()
+        };
+        let mr = map.register(&req(a, 5, FI_REMOTE_WRITE)).unwrap();
+        let other = map.register(&req(b, 6, FI_REMOTE_READ)).unwrap();
+        let mut cache = MrCache::default();
+        let mut check = |key, addr, len, access| {
+            let mut out = Vec::new();
+            let r = map.verify_cached(&mut cache, key, addr, len, access, &mut out);
+            assert_eq!(
+                r.map(|()| out.clone()),
+                map.verify(key, addr, len, access),
+                "cached and uncached differ: key {key} at {addr}+{len}"
+            );
+            r.map(|()| out)
+        };
+        for _ in 0..2 {
+            // The first round fills the cache, the second answers from it.
+            assert_eq!(
+                check(5, 1010, 90, FI_REMOTE_WRITE).unwrap()[0].addr(),
+                a.addr() + 10
+            );
+            assert_eq!(check(5, 1000, 0, FI_REMOTE_WRITE).unwrap(), vec![]);
+            assert_eq!(check(5, 1010, 91, FI_REMOTE_WRITE), Err(Errno::ACCES));
+            assert_eq!(check(5, 999, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+            assert_eq!(check(5, u64::MAX, 2, FI_REMOTE_WRITE), Err(Errno::ACCES));
+            assert_eq!(check(5, 1000, 1, FI_REMOTE_READ), Err(Errno::ACCES));
+            assert_eq!(check(7, 1000, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+        }
+        // Another region's lookup replaces the cached one.
+        assert_eq!(
+            check(6, 1000, 4, FI_REMOTE_READ).unwrap()[0].addr(),
+            b.addr()
+        );
+        assert!(check(5, 1000, 4, FI_REMOTE_WRITE).is_ok());
+        mr.deregister();
+        assert_eq!(check(5, 1010, 1, FI_REMOTE_WRITE), Err(Errno::ACCES));
+        // Key 5 again, now over b: the old memory is never named again.
+        let again = map.register(&req(b, 5, FI_REMOTE_WRITE)).unwrap();
+        assert_eq!(
+            check(5, 1010, 1, FI_REMOTE_WRITE).unwrap()[0].addr(),
+            b.addr() + 10
+        );
+        // Removing an unrelated key makes the cache look again, with the same answer.
+        other.deregister();
+        assert_eq!(
+            check(5, 1010, 1, FI_REMOTE_WRITE).unwrap()[0].addr(),
+            b.addr() + 10
+        );
+        again.deregister();
     }
 
     /// fi_mr(3): host memory registers with `FI_HMEM_SYSTEM`; a device-memory interface has

@@ -136,7 +136,7 @@ impl ShmEndpoint {
             _ => FI_REMOTE_READ | FI_REMOTE_WRITE,
         };
         let len = c.len as usize;
-        let targets = match self.verify(c, access, size) {
+        let targets = match self.verify(g, c, access, size) {
             Ok(t) if len <= BOUNCE_SIZE => t,
             Ok(_) => {
                 release(g);

@@ -45,11 +45,13 @@ use super::region::{BOUNCE_BUFS, BOUNCE_SIZE, BufLease, Region};
 use super::{PROV_NAME, ShmDomain, region_name};
 use crate::abi::consts::*;
 use crate::core::{Errno, Info, Result};
+use crate::sys::mem::IoVec;
 use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::Cq;
 use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, RmaOp};
 use crate::util::hash::U64Map;
+use crate::util::mr::MrCache;
 use crate::util::rxq::{Recv, SharedRxQueue, Unexpected};
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
@@ -145,6 +147,10 @@ struct Inner {
     /// waiting on it (bounce sends, injected writes): the reader releases it, but one that
     /// dies first never will, so its leases are taken back when it is found dead.
     lent_to: [Option<(usize, BufLease)>; BOUNCE_BUFS],
+    /// The region our last RMA target check found (`MrMap::verify_cached`).
+    mr_cache: MrCache,
+    /// The memory a write to us or a read of us covers, kept between commands.
+    iov_scratch: Vec<IoVec>,
 }
 
 pub struct ShmEndpoint {
@@ -338,6 +344,8 @@ impl ShmEndpoint {
                 passes: 0,
                 dropped: 0,
                 lent_to: [None; BOUNCE_BUFS],
+                mr_cache: MrCache::default(),
+                iov_scratch: Vec::new(),
             }),
             idle: Arc::new(IdleHint {
                 state: AtomicU8::new(ASLEEP),

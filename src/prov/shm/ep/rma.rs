@@ -162,10 +162,30 @@ impl ShmEndpoint {
     }
 
     /// Validates every target entry of an RMA/atomic command against our MR map.
-    pub(super) fn verify(&self, c: &Cmd, access: u64, elem: usize) -> Result<Vec<IoVec>> {
+    pub(super) fn verify(
+        &self,
+        g: &mut Inner,
+        c: &Cmd,
+        access: u64,
+        elem: usize,
+    ) -> Result<Vec<IoVec>> {
+        let mut out = Vec::with_capacity(c.rma_count());
+        self.verify_to(g, c, access, elem, &mut out)?;
+        Ok(out)
+    }
+
+    /// `verify`, appending the memory to `out` (our scratch list on the paths of small
+    /// writes and reads: no allocation per RMA), through our cache of the last region named.
+    fn verify_to(
+        &self,
+        g: &mut Inner,
+        c: &Cmd,
+        access: u64,
+        elem: usize,
+        out: &mut Vec<IoVec>,
+    ) -> Result<()> {
         let count = c.rma_count();
         let rma = c.rma_entries(count).ok_or(Errno::INVAL)?;
-        let mut out = Vec::with_capacity(count);
         let mut total = 0usize;
         for (addr, n, key) in rma {
             let bytes = usize::try_from(n)
@@ -175,12 +195,26 @@ impl ShmEndpoint {
             total = total.checked_add(bytes).ok_or(Errno::INVAL)?;
             self.domain
                 .mr_map
-                .verify_into(key, addr, bytes, access, &mut out)?;
+                .verify_cached(&mut g.mr_cache, key, addr, bytes, access, out)?;
         }
         if total != c.len as usize {
             return Err(Errno::INVAL);
         }
-        Ok(out)
+        Ok(())
+    }
+
+    pub(super) fn handle_write(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let mut dest = std::mem::take(&mut g.iov_scratch);
+        dest.clear();
+        self.write_to(g, p, c, &mut dest);
+        g.iov_scratch = dest;
+    }
+
+    pub(super) fn handle_read(&self, g: &mut Inner, p: usize, c: &Cmd) {
+        let mut src = std::mem::take(&mut g.iov_scratch);
+        src.clear();
+        self.read_from(g, p, c, &mut src);
+        g.iov_scratch = src;
     }
 
     /// The ACK of a write: none for an injected one that succeeded (`F_INJECTED`).
@@ -195,10 +229,11 @@ impl ShmEndpoint {
         }
     }
 
-    pub(super) fn handle_write(&self, g: &mut Inner, p: usize, c: &Cmd) {
+    /// A write to us, checked into `dest` (taken for a segmented transfer).
+    fn write_to(&self, g: &mut Inner, p: usize, c: &Cmd, dest: &mut Vec<IoVec>) {
         let cq_data = (c.flags & F_CQ_DATA != 0).then_some(c.data);
-        let dest = match self.verify(c, FI_REMOTE_WRITE, 1) {
-            Ok(d) => d,
+        match self.verify_to(g, c, FI_REMOTE_WRITE, 1, dest) {
+            Ok(()) => {}
             Err(e) => {
                 if c.proto == PROTO_BOUNCE
                     && let Some(r) = &g.peers[p].region
@@ -210,20 +245,20 @@ impl ShmEndpoint {
             }
         };
         let len = c.len as usize;
-        if self.clear(g, p, c, &dest) {
+        if self.clear(g, p, c, dest) {
             return;
         }
         let r = match c.proto {
             PROTO_INLINE if len <= RMA_INLINE => {
                 let at = c.inline_at();
-                scatter(&dest, 0, &c.body[at..at + len]);
+                scatter(dest, 0, &c.body[at..at + len]);
                 Ok(())
             }
             PROTO_BOUNCE => {
                 let region = g.peers[p].region.clone();
                 let r = region
                     .as_ref()
-                    .and_then(|r| r.buf_with(c.write_bounce(), 0, len, |s| scatter(&dest, 0, s)))
+                    .and_then(|r| r.buf_with(c.write_bounce(), 0, len, |s| scatter(dest, 0, s)))
                     .map(|_| ())
                     .ok_or(Errno::INVAL);
                 if let Some(region) = region {
@@ -237,10 +272,10 @@ impl ShmEndpoint {
                     .unwrap_or_default();
                 // Sent again after a shared copy: our blocks are done (cmd::SHARE_BLOCK).
                 let r = if c.flags & F_INITIATOR_BLOCKS != 0 {
-                    let runs = share_runs(remotes(&dest), false);
-                    cma::transfer_runs(g.peers[p].pid, &dest, &remote, &runs, false)
+                    let runs = share_runs(remotes(dest), false);
+                    cma::transfer_runs(g.peers[p].pid, dest, &remote, &runs, false)
                 } else {
-                    cma::read_from(g.peers[p].pid, &dest, 0, &remote, 0, len)
+                    cma::read_from(g.peers[p].pid, dest, 0, &remote, 0, len)
                 };
                 match r {
                     Err(e) if refused(e) => Err(Errno::AGAIN),
@@ -260,7 +295,7 @@ impl ShmEndpoint {
                 let rx = RxOp {
                     peer: p,
                     sender_op: c.op_id,
-                    dest,
+                    dest: std::mem::take(dest),
                     len,
                     got: 0,
                     done: RxDone::RemoteWrite { cq_data },
@@ -318,16 +353,14 @@ impl ShmEndpoint {
         true
     }
 
-    pub(super) fn handle_read(&self, g: &mut Inner, p: usize, c: &Cmd) {
-        let src = match self.verify(c, FI_REMOTE_READ, 1) {
-            Ok(s) => s,
-            Err(e) => {
-                g.ack(p, c.op_id, Err(e), 0);
-                return;
-            }
-        };
+    /// A read of our memory, checked into `src` (taken for a segmented transfer).
+    fn read_from(&self, g: &mut Inner, p: usize, c: &Cmd, src: &mut Vec<IoVec>) {
+        if let Err(e) = self.verify_to(g, c, FI_REMOTE_READ, 1, src) {
+            g.ack(p, c.op_id, Err(e), 0);
+            return;
+        }
         let len = c.len as usize;
-        if self.clear(g, p, c, &src) || self.return_data(g, p, c, &src) {
+        if self.clear(g, p, c, src) || self.return_data(g, p, c, src) {
             return;
         }
         if c.proto == PROTO_IOV && self.cma {
@@ -335,10 +368,10 @@ impl ShmEndpoint {
                 .iovs(RMA_AREA, (c.aux as usize).min(MAX_IOV))
                 .unwrap_or_default();
             let copied = if c.flags & F_INITIATOR_BLOCKS != 0 {
-                let runs = share_runs(remotes(&src), false);
-                cma::transfer_runs(g.peers[p].pid, &src, &remote, &runs, true)
+                let runs = share_runs(remotes(src), false);
+                cma::transfer_runs(g.peers[p].pid, src, &remote, &runs, true)
             } else {
-                cma::write_to(g.peers[p].pid, &src, 0, &remote, 0, len)
+                cma::write_to(g.peers[p].pid, src, 0, &remote, 0, len)
             };
             match copied {
                 Ok(()) => {
@@ -362,7 +395,7 @@ impl ShmEndpoint {
         let rx = RxOp {
             peer: p,
             sender_op: c.op_id,
-            dest: src,
+            dest: std::mem::take(src),
             len,
             got: 0,
             done: RxDone::PushRead {
