@@ -195,6 +195,35 @@ pub fn piece_upto(iov: &[IoVec], off: usize, max: usize) -> Option<IoVec> {
     entry_at(iov, off).and_then(|(v, o)| v.sub(o, (v.len - o).min(max)))
 }
 
+/// An operation's copy of the application's iov list, kept inline (no allocation per
+/// operation): providers take at most `IovList::CAP` pieces (`tx_attr.iov_limit`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IovList {
+    len: u8,
+    items: [IoVec; IovList::CAP],
+}
+
+impl IovList {
+    pub const CAP: usize = 4;
+
+    /// The list, or None if it has more than `CAP` pieces.
+    pub fn new(iov: &[IoVec]) -> Option<IovList> {
+        let mut items = [IoVec::EMPTY; IovList::CAP];
+        items.get_mut(..iov.len())?.copy_from_slice(iov);
+        Some(IovList {
+            len: iov.len() as u8,
+            items,
+        })
+    }
+}
+
+impl core::ops::Deref for IovList {
+    type Target = [IoVec];
+    fn deref(&self) -> &[IoVec] {
+        &self.items[..self.len as usize]
+    }
+}
+
 /// Copies bytes of the list, starting at logical offset `off`, into `dst`; returns bytes copied.
 pub fn gather(iov: &[IoVec], mut off: usize, dst: &mut [u8]) -> usize {
     let mut done = 0;
@@ -301,5 +330,15 @@ mod tests {
         let mut out = [0u8; 8];
         gather(&dst, 0, &mut out);
         assert_eq!(out, [2, 3, 4, 5, 6, 7, 0, 0]);
+    }
+
+    #[test]
+    fn an_iov_list_keeps_up_to_four_pieces() {
+        let pieces = [leak(1, 1), leak(2, 2), leak(3, 3), leak(4, 4), leak(5, 5)];
+        for n in 0..=IovList::CAP {
+            assert_eq!(&IovList::new(&pieces[..n]).unwrap()[..], &pieces[..n]);
+        }
+        assert!(IovList::new(&pieces).is_none(), "five pieces do not fit");
+        assert!(IovList::default().is_empty());
     }
 }

@@ -30,6 +30,7 @@
 
 use super::region::{CMD_PREFIX, CMD_SIZE};
 use crate::sys::cma::Remote;
+use crate::sys::mem::IoVec;
 
 pub const HDR: usize = 48;
 // The ring reads the header first to learn the command's length (`wire_len`).
@@ -259,6 +260,19 @@ impl Cmd {
             let o = off + 16 * i;
             self.body[o..o + 8].copy_from_slice(&r.addr.to_le_bytes());
             self.body[o + 8..o + 16].copy_from_slice(&(r.len as u64).to_le_bytes());
+        }
+        true
+    }
+
+    /// `put_iovs` of our own memory, named for the peer's cross-memory attach.
+    pub fn put_local_iovs(&mut self, off: usize, iov: &[IoVec]) -> bool {
+        if off + iov.len() * 16 > BODY {
+            return false;
+        }
+        for (i, v) in iov.iter().enumerate() {
+            let o = off + 16 * i;
+            self.body[o..o + 8].copy_from_slice(&(v.addr() as u64).to_le_bytes());
+            self.body[o + 8..o + 16].copy_from_slice(&(v.len() as u64).to_le_bytes());
         }
         true
     }

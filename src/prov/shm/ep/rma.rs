@@ -9,7 +9,7 @@ use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::shm::cmd::*;
 use crate::sys::cma::{self, Remote};
-use crate::sys::mem::{IoVec, gather, iov_len, scatter};
+use crate::sys::mem::{IoVec, IovList, gather, iov_len, scatter};
 use crate::util::cq::CqEntry;
 use crate::util::ep::{Call, RmaOp};
 use crate::util::rxq::MAX_IOV;
@@ -92,7 +92,7 @@ impl ShmEndpoint {
         if read {
             c.proto = if self.cma { PROTO_IOV } else { PROTO_SEG };
             c.aux = op.iov.len() as u64;
-            c.put_iovs(RMA_AREA, &remotes(op.iov));
+            c.put_local_iovs(RMA_AREA, op.iov);
             if len <= INJECT_SIZE {
                 c.flags |= F_RETURN_DATA;
             } else if self.cma {
@@ -117,7 +117,7 @@ impl ShmEndpoint {
         } else if self.cma {
             c.proto = PROTO_IOV;
             c.aux = op.iov.len() as u64;
-            c.put_iovs(RMA_AREA, &remotes(op.iov));
+            c.put_local_iovs(RMA_AREA, op.iov);
             c.flags |= F_MAY_COPY;
         } else {
             c.proto = PROTO_SEG;
@@ -140,9 +140,9 @@ impl ShmEndpoint {
         }
         let tx = TxOp {
             iov: if op.call == Call::Inject {
-                Vec::new()
+                IovList::default()
             } else {
-                op.iov.to_vec()
+                IovList::new(op.iov).ok_or(Errno::INVAL)?
             },
             bounce,
             ..TxOp::new(p, kind, cntr, op.context, flags, cq_flags, len)

@@ -132,7 +132,7 @@ impl ShmEndpoint {
                         && tx.kind == TxKind::Read
                         && off.checked_add(n).is_some_and(|e| e <= tx.len) =>
                 {
-                    let dest = tx.iov.clone();
+                    let dest = tx.iov.to_vec();
                     region.buf_with(buf, 0, n, |s| scatter(&dest, off, s)) == Some(n)
                 }
                 _ => false,

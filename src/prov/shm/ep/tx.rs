@@ -9,7 +9,7 @@ use crate::core::{Errno, Result};
 use crate::prov::shm::cmd::*;
 use crate::prov::shm::region::BufLease;
 use crate::sys::cma::Remote;
-use crate::sys::mem::{IoVec, gather, iov_len, scatter};
+use crate::sys::mem::{IoVec, IovList, gather, iov_len, scatter};
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::{Call, MsgOp};
 use crate::util::rxq::MAX_IOV;
@@ -25,7 +25,7 @@ pub(super) struct TxOp {
     pub(super) cq_flags: u64,
     pub(super) len: usize,
     /// Source data (send, write) or destination (read).
-    pub(super) iov: Vec<IoVec>,
+    pub(super) iov: IovList,
     /// Atomic fetch/compare result buffers.
     pub(super) result: Vec<IoVec>,
     /// Our bounce buffer carrying its bytes. The target releases it once it has read them,
@@ -88,7 +88,7 @@ impl TxOp {
             flags,
             cq_flags,
             len,
-            iov: Vec::new(),
+            iov: IovList::default(),
             result: Vec::new(),
             bounce: None,
             push: None,
@@ -219,7 +219,7 @@ impl ShmEndpoint {
         }
         // Rendezvous: the receiver copies from our memory (or asks us to push it), then ACKs.
         let mut tx = TxOp {
-            iov: op.iov.to_vec(),
+            iov: IovList::new(op.iov).ok_or(Errno::INVAL)?,
             ..TxOp::new(
                 p,
                 TxKind::Msg,
@@ -236,7 +236,7 @@ impl ShmEndpoint {
         } else if self.cma {
             c.proto = PROTO_IOV;
             c.aux = op.iov.len() as u64;
-            c.put_iovs(0, &remotes(op.iov));
+            c.put_local_iovs(0, op.iov);
         } else {
             c.proto = PROTO_SEG;
         }
@@ -299,11 +299,11 @@ impl ShmEndpoint {
         }
         // Data that came back in the ACK: fetched atomic results, or a small read's bytes.
         let returned = if tx.kind == TxKind::Atomic && !tx.result.is_empty() {
-            Some((&tx.result, (c.len as usize).min(tx.len)))
+            Some((&tx.result[..], (c.len as usize).min(tx.len)))
         } else if tx.kind == TxKind::Read && c.flags & F_RETURN_DATA != 0 {
             // All of it, or the read fails: a peer may say anything.
             Some((
-                &tx.iov,
+                &tx.iov[..],
                 if c.len as usize == tx.len {
                     tx.len
                 } else {
