@@ -361,6 +361,12 @@ impl Region {
         false
     }
 
+    /// Whether a command waits at the head of our ring (owner only).
+    pub fn has_command(&self) -> bool {
+        let pos = self.ring_ctl(1).load(Ordering::Relaxed);
+        self.slot_seq(pos as usize).load(Ordering::Acquire) == pos.wrapping_add(1)
+    }
+
     /// Takes the next command (owner only). False when empty. `used` tells, from the first
     /// `CMD_PREFIX` bytes, how many bytes of the command the producer wrote (a small message
     /// leaves most of its slot unused: copying only what it wrote keeps it to two cache lines);

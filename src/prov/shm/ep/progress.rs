@@ -61,7 +61,13 @@ impl ShmEndpoint {
     /// Takes up to `max` commands off our ring and handles them; returns how many.
     fn take_commands(&self, g: &mut Inner, max: usize) -> usize {
         // Commands are taken straight into `c`; past what each one used, it holds bytes of an
-        // earlier one, which no handler reads (see `Region::pop`).
+        // earlier one, which no handler reads (see `Region::pop`). Made only when a command
+        // waits: most passes find none, and `perf` put clearing its 312 bytes on each at a
+        // sixth of a stream of small reads' samples (throughput unchanged: the time moved to
+        // waiting for the peer's next command).
+        if !g.region.as_deref().is_some_and(|r| r.has_command()) {
+            return 0;
+        }
         let mut c = Cmd::new(0, 0);
         for n in 0..max {
             if !g
