@@ -610,7 +610,7 @@ static inline int ft_next(struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *
  */
 static inline uint64_t ft_wait(int n, uint64_t *data)
 {
-	struct fi_cq_tagged_entry e[16];
+	struct fi_cq_tagged_entry e[1];
 	uint64_t flags = 0;
 	struct ft_idle idle = { 0, 0 };
 
@@ -623,7 +623,8 @@ static inline uint64_t ft_wait(int n, uint64_t *data)
 		n--;
 	}
 	while (n > 0) {
-		ssize_t r = fi_cq_read(ft_cq, e, n < 16 ? n : 16);
+		/* One at a time, as upstream's completion loops read them. */
+		ssize_t r = fi_cq_read(ft_cq, e, 1);
 
 		if (r > 0) {
 			for (ssize_t i = 0; i < r; i++) {
