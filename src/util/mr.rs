@@ -144,6 +144,15 @@ struct MapInner {
     removals: AtomicU64,
 }
 
+/// The region under `key`, if it is enabled and grants `access`.
+fn usable(keys: &U64Map<Arc<Mr>>, key: u64, access: u64) -> Result<&Mr> {
+    let mr = keys.get(&key).ok_or(Errno::ACCES)?;
+    if !mr.is_enabled() || mr.access & access != access {
+        return Err(Errno::ACCES);
+    }
+    Ok(mr)
+}
+
 /// One target's memory of the last region its remote accesses named (`MrMap::verify_cached`):
 /// a stream of small RMAs to one region checks each against it with one plain load instead
 /// of taking the map's lock (two locked instructions per RMA). Only a region of one piece,
@@ -297,10 +306,7 @@ impl MrMap {
         out: &mut Vec<IoVec>,
     ) -> Result<()> {
         let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
-        let mr = keys.get(&key).ok_or(Errno::ACCES)?;
-        if !mr.is_enabled() || mr.access & access != access {
-            return Err(Errno::ACCES);
-        }
+        let mr = usable(&keys, key, access)?;
         mr.pieces_into(addr, len, out).ok_or(Errno::ACCES)
     }
 
@@ -324,9 +330,9 @@ impl MrMap {
             if c.access & access != access {
                 return Err(Errno::ACCES);
             }
-            let start = usize::try_from(addr.wrapping_sub(c.base))
-                .ok()
-                .filter(|_| addr >= c.base)
+            let start = addr
+                .checked_sub(c.base)
+                .and_then(|s| usize::try_from(s).ok())
                 .ok_or(Errno::ACCES)?;
             if start.checked_add(len).is_none_or(|end| end > c.piece.len()) {
                 return Err(Errno::ACCES);
@@ -337,10 +343,7 @@ impl MrMap {
             return Ok(());
         }
         let keys = self.inner.keys.read().unwrap_or_else(|e| e.into_inner());
-        let mr = keys.get(&key).ok_or(Errno::ACCES)?;
-        if !mr.is_enabled() || mr.access & access != access {
-            return Err(Errno::ACCES);
-        }
+        let mr = usable(&keys, key, access)?;
         if let [piece] = mr.iov[..] {
             cache.entry = Some(CachedMr {
                 key,
