@@ -1515,3 +1515,78 @@ fn bounce_buffers_lent_to_a_peer_that_dies_come_back() {
         );
     }
 }
+
+/// A fetch larger than a command's body gets its result in one of the target's bounce
+/// buffers, which the initiator releases once it has read it. An initiator that dies first
+/// never will: the target takes its buffers back once it finds it dead, and fetches from
+/// others keep working (before, each was refused with FI_EAGAIN once all were lent).
+#[test]
+fn result_buffers_lent_to_an_initiator_that_dies_come_back() {
+    const WORDS: usize = 1024; // 8 KiB of results: more than a command's body
+    const BUFS: usize = 64; // the target's bounce buffers
+    let (a, b, c) = (
+        Node::open(&SHM, CAPS),
+        Node::open(&SHM, CAPS),
+        Node::open(&SHM, CAPS),
+    );
+    let (t, tv) = buf(WORDS * 8);
+    for (i, w) in t.chunks_mut(8).enumerate() {
+        w.copy_from_slice(&(i as u64 * 7).to_ne_bytes());
+    }
+    let mr = b.reg(tv, FI_REMOTE_READ, 0);
+    let base = if b.domain.mr_mode() & FI_MR_VIRT_ADDR as i32 != 0 {
+        tv.addr() as u64
+    } else {
+        0
+    };
+    let fetch = |n: &Node, to: u64, result: &IoVec| {
+        let op = AtomicOp {
+            kind: AtomicKind::Fetch,
+            iov: &[],
+            desc: &[],
+            compare: &[],
+            compare_desc: &[],
+            result: std::slice::from_ref(result),
+            result_desc: &[],
+            addr: to,
+            rma_ioc: &[fabric::abi::types::fi_rma_ioc {
+                addr: base,
+                count: WORDS,
+                key: mr.key(),
+            }],
+            datatype: FI_UINT64,
+            op: FI_ATOMIC_READ,
+            context: 1,
+            data: 0,
+            flags: 0,
+            call: Call::Plain,
+        };
+        n.ep.atomic(&op)
+    };
+    // a fetches BUFS times; b answers each in one of its buffers; a never reads the answers.
+    let a_to_b = a.insert_hex(&b.name_hex());
+    for i in 0..BUFS {
+        let (_, rv) = buf(WORDS * 8);
+        fetch(&a, a_to_b, &rv).unwrap_or_else(|e| panic!("fetch {i}: {e:?}"));
+    }
+    for _ in 0..10 {
+        b.cq.progress();
+    }
+    a.ep.close().unwrap();
+    drop(a);
+    // b finds a gone at a liveness check (due after 100 ms, on a 64th pass).
+    std::thread::sleep(Duration::from_millis(150));
+    for _ in 0..256 {
+        b.cq.progress();
+    }
+    let c_to_b = c.insert_hex(&b.name_hex());
+    let (r, rv) = buf(WORDS * 8);
+    c.retry(|| fetch(&c, c_to_b, &rv)).unwrap();
+    let e = c
+        .wait_driving(&b, 10)
+        .unwrap_or_else(|e| panic!("fetch from the live initiator failed: err {}", e.err));
+    assert_eq!(e.op_context, 1);
+    for (i, w) in r.chunks(8).enumerate() {
+        assert_eq!(u64::from_ne_bytes(w.try_into().unwrap()), i as u64 * 7);
+    }
+}

@@ -237,13 +237,8 @@ impl ShmEndpoint {
             if result.len() <= BODY {
                 ack.body[..result.len()].copy_from_slice(&result);
             } else {
-                match g
-                    .region
-                    .as_ref()
-                    .and_then(|r| r.buf_alloc().map(|b| (r.clone(), b)))
-                {
-                    Some((r, b)) => {
-                        r.buf_write(b, 0, &result);
+                match g.lend_with(p, result.len(), |dst| dst.copy_from_slice(&result)) {
+                    Some(b) => {
                         ack.proto = PROTO_BOUNCE;
                         ack.aux = u64::from(b);
                     }

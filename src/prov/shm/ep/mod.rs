@@ -147,6 +147,8 @@ struct Inner {
     /// waiting on it (bounce sends, injected writes): the reader releases it, but one that
     /// dies first never will, so its leases are taken back when it is found dead.
     lent_to: [Option<(usize, BufLease)>; BOUNCE_BUFS],
+    /// When `lent_to` was last searched for peers that are gone (`coarse_clock_ms`).
+    last_reclaim_ms: u64,
     /// The region our last RMA target check found (`MrMap::verify_cached`).
     mr_cache: MrCache,
     /// The memory a write to us or a read of us covers, kept between commands.
@@ -344,6 +346,7 @@ impl ShmEndpoint {
                 passes: 0,
                 dropped: 0,
                 lent_to: [None; BOUNCE_BUFS],
+                last_reclaim_ms: 0,
                 mr_cache: MrCache::default(),
                 iov_scratch: Vec::new(),
             }),

@@ -421,17 +421,11 @@ impl ShmEndpoint {
         if len <= BODY {
             gather(src, 0, &mut ack.body[..len]);
         } else {
-            // Borrowed, not cloned: an `Arc` clone and drop are two locked instructions.
-            let Some((region, b)) = g
-                .region
-                .as_deref()
-                .and_then(|r| r.buf_alloc().map(|b| (r, b)))
-            else {
+            let Some(b) = g.lend_with(p, len, |dst| {
+                gather(src, 0, dst);
+            }) else {
                 return false;
             };
-            region.buf_fill(b, len, |dst| {
-                gather(src, 0, dst);
-            });
             ack.proto = PROTO_BOUNCE;
             ack.aux = u64::from(b);
         }

@@ -14,6 +14,9 @@ use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::{Call, MsgOp};
 use crate::util::rxq::MAX_IOV;
 
+/// How often, at most, buffers lent to peers that are gone are looked for (`reclaim_from_gone`).
+const RECLAIM_PERIOD_MS: u64 = 100;
+
 /// Our operation waiting for a peer (an ACK, a GO, or bounce buffers to push data).
 pub(super) struct TxOp {
     pub(super) peer: usize,
@@ -102,6 +105,65 @@ impl TxOp {
 }
 
 impl Inner {
+    /// Lends one of our bounce buffers to peer `p`, `len` bytes of it filled by `fill`, with a
+    /// command after which nothing of ours waits on it (a bounce send, an injected write, a
+    /// read's or an atomic's result): the reader releases it; `lent_to` remembers the lease in
+    /// case the peer dies first (`check_liveness` takes it back). None when none is free.
+    pub(super) fn lend_with(
+        &mut self,
+        p: usize,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Option<u32> {
+        let region = self.region.as_deref()?;
+        let lease = match region.buf_lease() {
+            Some(l) => l,
+            None => {
+                self.reclaim_from_gone();
+                self.region.as_deref()?.buf_lease()?
+            }
+        };
+        let region = self.region.as_deref()?;
+        region.buf_fill(lease.idx, len, fill);
+        self.lent_to[lease.idx as usize] = Some((p, lease));
+        Some(lease.idx)
+    }
+
+    /// With every buffer lent: takes back those lent to peers whose process is gone (at most
+    /// every `RECLAIM_PERIOD_MS`; a lease the peer released before going fails to reclaim,
+    /// as it must). Done here, when a buffer is wanted, because an endpoint that only answers
+    /// (an atomic's or a read's result) may never run the liveness check of waiting operations.
+    fn reclaim_from_gone(&mut self) {
+        let now = crate::sys::os::coarse_clock_ms();
+        if now.wrapping_sub(self.last_reclaim_ms) < RECLAIM_PERIOD_MS {
+            return;
+        }
+        self.last_reclaim_ms = now;
+        let mut gone: Vec<Option<bool>> = vec![None; self.peers.len()];
+        for i in 0..self.lent_to.len() {
+            let Some((p, lease)) = self.lent_to[i] else {
+                continue;
+            };
+            let dead = match gone.get(p).copied() {
+                Some(Some(d)) => d,
+                Some(None) => {
+                    let peer = &self.peers[p];
+                    let d = peer.dead || peer.region.as_ref().is_some_and(|r| r.owner_gone());
+                    gone[p] = Some(d);
+                    d
+                }
+                // A peer we no longer know cannot give anything back.
+                None => true,
+            };
+            if dead {
+                self.lent_to[i] = None;
+                if let Some(r) = &self.region {
+                    r.buf_reclaim(lease);
+                }
+            }
+        }
+    }
+
     /// Takes back a buffer `ShmEndpoint::lend` lent whose command never reached the peer.
     pub(super) fn unlend(&mut self, idx: u32) {
         if let Some(slot) = self.lent_to.get_mut(idx as usize) {
@@ -248,26 +310,12 @@ impl ShmEndpoint {
     }
 
     /// Lends one of our bounce buffers to peer `p` holding the `len` bytes of `iov`, for an
-    /// operation that completes once its command is in the peer's ring (nothing of ours waits
-    /// on it): the reader releases it; `Inner::lent_to` remembers the lease in case the peer
-    /// dies first. With none free, peers found dead since the last look give theirs back.
+    /// operation that completes once its command is in the peer's ring (`Inner::lend_with`).
     pub(super) fn lend(&self, g: &mut Inner, p: usize, len: usize, iov: &[IoVec]) -> Result<u32> {
-        let region = g.region.as_deref().ok_or(Errno::OPBADSTATE)?;
-        let lease = match region.buf_lease() {
-            Some(l) => l,
-            None => {
-                self.check_liveness_due(g);
-                let region = g.region.as_deref().ok_or(Errno::OPBADSTATE)?;
-                region.buf_lease().ok_or(Errno::AGAIN)?
-            }
-        };
-        if let Some(region) = g.region.as_deref() {
-            region.buf_fill(lease.idx, len, |dst| {
-                gather(iov, 0, dst);
-            });
-        }
-        g.lent_to[lease.idx as usize] = Some((p, lease));
-        Ok(lease.idx)
+        g.lend_with(p, len, |dst| {
+            gather(iov, 0, dst);
+        })
+        .ok_or(Errno::AGAIN)
     }
 
     pub(super) fn handle_ack(&self, g: &mut Inner, p: usize, c: &Cmd) {
