@@ -610,37 +610,31 @@ static inline int ft_next(struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *
  */
 static inline uint64_t ft_wait(int n, uint64_t *data)
 {
-	struct fi_cq_tagged_entry e[1];
+	struct fi_cq_tagged_entry e;
 	uint64_t flags = 0;
 	struct ft_idle idle = { 0, 0 };
 
-	while (n > 0 && ft_nearly > 0) {
-		struct fi_cq_tagged_entry *x = &ft_early[--ft_nearly];
-
-		flags |= x->flags;
-		if (data && (x->flags & FI_REMOTE_CQ_DATA) && x->data > *data)
-			*data = x->data;
-		n--;
-	}
 	while (n > 0) {
-		/* One at a time, as upstream's completion loops read them. */
-		ssize_t r = fi_cq_read(ft_cq, e, 1);
+		if (ft_nearly > 0) {
+			e = ft_early[--ft_nearly];
+		} else {
+			/* One at a time, as upstream's completion loops read them. */
+			ssize_t r = fi_cq_read(ft_cq, &e, 1);
 
-		if (r > 0) {
-			for (ssize_t i = 0; i < r; i++) {
-				flags |= e[i].flags;
-				if (data && (e[i].flags & FI_REMOTE_CQ_DATA) && e[i].data > *data)
-					*data = e[i].data;
-			}
-			n -= r;
+			if (r == -FI_EAVAIL)
+				ft_cq_error();
+			else if (r == -FI_EAGAIN && ft_idle_expired(&idle))
+				FT_DIE("no completion for 30 s (%d outstanding)", n);
+			else if (r != 1 && r != -FI_EAGAIN)
+				FT_DIE("fi_cq_read: %s", fi_strerror((int)-r));
+			if (r != 1)
+				continue;
 			ft_idle_reset(&idle);
-		} else if (r == -FI_EAVAIL) {
-			ft_cq_error();
-		} else if (r != -FI_EAGAIN) {
-			FT_DIE("fi_cq_read: %s", fi_strerror((int)-r));
-		} else if (ft_idle_expired(&idle)) {
-			FT_DIE("no completion for 30 s (%d outstanding)", n);
 		}
+		flags |= e.flags;
+		if (data && (e.flags & FI_REMOTE_CQ_DATA) && e.data > *data)
+			*data = e.data;
+		n--;
 	}
 	return flags;
 }
@@ -663,22 +657,17 @@ static void ft_progress(void)
 }
 
 /*
- * Retries a post that returns -FI_EAGAIN (queue full) while driving progress, for 30 s. The
- * clock is read only while the queue stays full, every 1024th retry: upstream's posts read no
- * clock, and one read per post was a tenth of a stream of 8-byte writes.
+ * Retries a post that returns -FI_EAGAIN (queue full) while driving progress, for 30 s
+ * (`ft_idle`: upstream's posts read no clock, and one read per post was a tenth of a stream
+ * of 8-byte writes).
  */
 #define FT_POST(call)                                                                   \
 	do {                                                                            \
-		double since_ = 0;                                                      \
-		unsigned retries_ = 0;                                                  \
+		struct ft_idle idle_ = { 0, 0 };                                        \
 		ssize_t r_;                                                             \
 		while ((r_ = (call)) == -FI_EAGAIN) {                                   \
 			ft_progress();                                                  \
-			if (retries_++ % 1024)                                          \
-				continue;                                               \
-			if (since_ == 0)                                                \
-				since_ = ft_now();                                      \
-			else if (ft_now() - since_ > 30)                                \
+			if (ft_idle_expired(&idle_))                                    \
 				FT_DIE("%s: queue full for 30 s", #call);               \
 		}                                                                       \
 		if (r_)                                                                 \

@@ -11,6 +11,16 @@ pub struct Remote {
     pub len: usize,
 }
 
+/// Our own memory, as a peer names it for cross-memory attach.
+impl From<&IoVec> for Remote {
+    fn from(v: &IoVec) -> Remote {
+        Remote {
+            addr: v.addr() as u64,
+            len: v.len(),
+        }
+    }
+}
+
 fn iovecs_local(iov: &[IoVec], mut off: usize, mut len: usize, out: &mut Vec<libc::iovec>) {
     out.clear();
     for v in iov {

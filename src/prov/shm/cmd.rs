@@ -30,7 +30,6 @@
 
 use super::region::{CMD_PREFIX, CMD_SIZE};
 use crate::sys::cma::Remote;
-use crate::sys::mem::IoVec;
 
 pub const HDR: usize = 48;
 // The ring reads the header first to learn the command's length (`wire_len`).
@@ -252,27 +251,14 @@ impl Cmd {
     }
 
     /// Writes `(addr, len)` pairs at `off` of the body; returns false if they do not fit.
-    pub fn put_iovs(&mut self, off: usize, iov: &[Remote]) -> bool {
-        if off + iov.len() * 16 > BODY {
+    pub fn put_iovs(&mut self, off: usize, ranges: impl ExactSizeIterator<Item = Remote>) -> bool {
+        if off + ranges.len() * 16 > BODY {
             return false;
         }
-        for (i, r) in iov.iter().enumerate() {
+        for (i, r) in ranges.enumerate() {
             let o = off + 16 * i;
             self.body[o..o + 8].copy_from_slice(&r.addr.to_le_bytes());
             self.body[o + 8..o + 16].copy_from_slice(&(r.len as u64).to_le_bytes());
-        }
-        true
-    }
-
-    /// `put_iovs` of our own memory, named for the peer's cross-memory attach.
-    pub fn put_local_iovs(&mut self, off: usize, iov: &[IoVec]) -> bool {
-        if off + iov.len() * 16 > BODY {
-            return false;
-        }
-        for (i, v) in iov.iter().enumerate() {
-            let o = off + 16 * i;
-            self.body[o..o + 8].copy_from_slice(&(v.addr() as u64).to_le_bytes());
-            self.body[o + 8..o + 16].copy_from_slice(&(v.len() as u64).to_le_bytes());
         }
         true
     }
@@ -367,8 +353,8 @@ mod tests {
         c.aux2 = 3;
         assert!(c.put_rma(&[(1, 2, 3), (4, 5, 6)]));
         assert!(!c.put_rma(&[(0, 0, 0); 5]));
-        assert!(c.put_iovs(RMA_AREA, &[Remote { addr: 9, len: 10 }]));
-        assert!(!c.put_iovs(BODY - 8, &[Remote { addr: 9, len: 10 }]));
+        assert!(c.put_iovs(RMA_AREA, [Remote { addr: 9, len: 10 }].into_iter()));
+        assert!(!c.put_iovs(BODY - 8, [Remote { addr: 9, len: 10 }].into_iter()));
         let mut b = [0u8; CMD_SIZE];
         c.encode(&mut b);
         let d = Cmd::decode(&b);

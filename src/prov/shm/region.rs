@@ -500,6 +500,7 @@ impl Region {
     }
 
     /// Fills part of one of our bounce buffers (owner only). False if out of bounds.
+    #[cfg(test)]
     pub fn buf_write(&self, idx: u32, off: usize, src: &[u8]) -> bool {
         let i = idx as usize;
         if i >= BOUNCE_BUFS || off.checked_add(src.len()).is_none_or(|e| e > BOUNCE_SIZE) {

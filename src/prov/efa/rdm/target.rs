@@ -29,7 +29,9 @@ impl RdmEndpoint {
                 .and_then(|n| n.checked_mul(elem))
                 .ok_or(Errno::INVAL)?;
             total = total.checked_add(bytes).ok_or(Errno::INVAL)?;
-            out.extend(self.domain.mr_map.verify(r.key, r.addr, bytes, access)?);
+            self.domain
+                .mr_map
+                .verify_into(r.key, r.addr, bytes, access, &mut out)?;
         }
         Ok((out, total))
     }

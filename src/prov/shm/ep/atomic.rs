@@ -79,9 +79,9 @@ impl ShmEndpoint {
         if data.len() <= RMA_INLINE {
             c.body[RMA_AREA..RMA_AREA + data.len()].copy_from_slice(&data);
         } else {
-            let region = g.region()?.clone();
-            let b = region.buf_lease().ok_or(Errno::AGAIN)?;
-            region.buf_write(b.idx, 0, &data);
+            let b = g
+                .buf_filled(data.len(), |dst| dst.copy_from_slice(&data))
+                .ok_or(Errno::AGAIN)?;
             c.proto = PROTO_BOUNCE;
             c.aux = u64::from(b.idx);
             bounce = Some(b);

@@ -69,10 +69,6 @@ impl Peer {
 }
 
 impl Inner {
-    pub(super) fn region(&self) -> Result<&Arc<Region>> {
-        self.region.as_ref().ok_or(Errno::OPBADSTATE)
-    }
-
     /// The AV index of peer `p`, looked up again while it is unknown: the application may have
     /// inserted the peer since it first wrote to us. `FI_ADDR_NOTAVAIL` while it has not.
     pub(super) fn refresh_fi_addr(&mut self, p: usize) -> u64 {
@@ -354,18 +350,8 @@ impl ShmEndpoint {
         if dead.is_empty() {
             return;
         }
-        // Buffers lent to dead peers with nothing of ours waiting on them (`lend`); a lease
-        // the peer released before dying fails to reclaim, as it must.
-        for slot in &mut g.lent_to {
-            if let Some((p, lease)) = *slot
-                && dead.contains(&p)
-            {
-                *slot = None;
-                if let Some(r) = &g.region {
-                    r.buf_reclaim(lease);
-                }
-            }
-        }
+        // Buffers lent to dead peers with nothing of ours waiting on them.
+        g.reclaim_lent(|p| dead.contains(&p));
         for id in g.tx_ops.ids_where(|t| dead.contains(&t.peer)) {
             if let Some(tx) = g.tx_ops.remove(id) {
                 if let (Some(b), Some(r)) = (tx.bounce, &g.region) {

@@ -92,7 +92,7 @@ impl ShmEndpoint {
         if read {
             c.proto = if self.cma { PROTO_IOV } else { PROTO_SEG };
             c.aux = op.iov.len() as u64;
-            c.put_local_iovs(RMA_AREA, op.iov);
+            c.put_iovs(RMA_AREA, op.iov.iter().map(Remote::from));
             if len <= INJECT_SIZE {
                 c.flags |= F_RETURN_DATA;
             } else if self.cma {
@@ -106,18 +106,18 @@ impl ShmEndpoint {
             c.proto = PROTO_BOUNCE;
             c.set_write_bounce(self.lend(g, p, len, op.iov)?);
         } else if op.call == Call::Inject || len <= INJECT_SIZE {
-            let region = g.region()?.clone();
-            let b = region.buf_lease().ok_or(Errno::AGAIN)?;
-            region.buf_fill(b.idx, len, |dst| {
-                gather(op.iov, 0, dst);
-            });
+            let b = g
+                .buf_filled(len, |dst| {
+                    gather(op.iov, 0, dst);
+                })
+                .ok_or(Errno::AGAIN)?;
             c.proto = PROTO_BOUNCE;
             c.set_write_bounce(b.idx);
             bounce = Some(b);
         } else if self.cma {
             c.proto = PROTO_IOV;
             c.aux = op.iov.len() as u64;
-            c.put_local_iovs(RMA_AREA, op.iov);
+            c.put_iovs(RMA_AREA, op.iov.iter().map(Remote::from));
             c.flags |= F_MAY_COPY;
         } else {
             c.proto = PROTO_SEG;
@@ -204,17 +204,25 @@ impl ShmEndpoint {
     }
 
     pub(super) fn handle_write(&self, g: &mut Inner, p: usize, c: &Cmd) {
-        let mut dest = std::mem::take(&mut g.iov_scratch);
-        dest.clear();
-        self.write_to(g, p, c, &mut dest);
-        g.iov_scratch = dest;
+        self.with_scratch(g, p, c, Self::write_to);
     }
 
     pub(super) fn handle_read(&self, g: &mut Inner, p: usize, c: &Cmd) {
-        let mut src = std::mem::take(&mut g.iov_scratch);
-        src.clear();
-        self.read_from(g, p, c, &mut src);
-        g.iov_scratch = src;
+        self.with_scratch(g, p, c, Self::read_from);
+    }
+
+    /// Runs a target handler with our kept list for the memory it covers (emptied first).
+    fn with_scratch(
+        &self,
+        g: &mut Inner,
+        p: usize,
+        c: &Cmd,
+        handler: fn(&Self, &mut Inner, usize, &Cmd, &mut Vec<IoVec>),
+    ) {
+        let mut iov = std::mem::take(&mut g.iov_scratch);
+        iov.clear();
+        handler(self, g, p, c, &mut iov);
+        g.iov_scratch = iov;
     }
 
     /// The ACK of a write: none for an injected one that succeeded (`F_INJECTED`).
@@ -322,7 +330,7 @@ impl ShmEndpoint {
         r.len = c.len;
         r.aux = ours.len() as u64;
         let ranges = remotes(ours);
-        r.put_iovs(0, &ranges);
+        r.put_iovs(0, ranges.iter().copied());
         // Our core would spin while the initiator copies: take our blocks of it (the kernel's
         // copy between processes is bound per core, so two halves at once take half the time).
         let runs = if g.peers[p].share_refused {

@@ -59,12 +59,7 @@ pub(super) enum TxKind {
 
 /// Remote ranges of an iov list (for the handler's cross-memory attach).
 pub(super) fn remotes(iov: &[IoVec]) -> Vec<Remote> {
-    iov.iter()
-        .map(|v| Remote {
-            addr: v.addr() as u64,
-            len: v.len(),
-        })
-        .collect()
+    iov.iter().map(Remote::from).collect()
 }
 
 pub(super) fn copy_in(iov: &[IoVec], copy_len: usize) -> Vec<u8> {
@@ -115,18 +110,26 @@ impl Inner {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Option<u32> {
-        let region = self.region.as_deref()?;
-        let lease = match region.buf_lease() {
-            Some(l) => l,
-            None => {
-                self.reclaim_from_gone();
-                self.region.as_deref()?.buf_lease()?
-            }
-        };
-        let region = self.region.as_deref()?;
-        region.buf_fill(lease.idx, len, fill);
+        let lease = self.buf_filled(len, fill)?;
         self.lent_to[lease.idx as usize] = Some((p, lease));
         Some(lease.idx)
+    }
+
+    /// One of our bounce buffers, `len` bytes of it filled by `fill`; None when none is free
+    /// even after taking back those lent to peers that are gone.
+    pub(super) fn buf_filled(
+        &mut self,
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+    ) -> Option<BufLease> {
+        let mut lease = self.region.as_deref()?.buf_lease();
+        if lease.is_none() {
+            self.reclaim_from_gone();
+            lease = self.region.as_deref()?.buf_lease();
+        }
+        let lease = lease?;
+        self.region.as_deref()?.buf_fill(lease.idx, len, fill);
+        Some(lease)
     }
 
     /// With every buffer lent: takes back those lent to peers whose process is gone (at most
@@ -139,24 +142,22 @@ impl Inner {
             return;
         }
         self.last_reclaim_ms = now;
-        let mut gone: Vec<Option<bool>> = vec![None; self.peers.len()];
-        for i in 0..self.lent_to.len() {
-            let Some((p, lease)) = self.lent_to[i] else {
-                continue;
-            };
-            let dead = match gone.get(p).copied() {
-                Some(Some(d)) => d,
-                Some(None) => {
-                    let peer = &self.peers[p];
-                    let d = peer.dead || peer.region.as_ref().is_some_and(|r| r.owner_gone());
-                    gone[p] = Some(d);
-                    d
-                }
-                // A peer we no longer know cannot give anything back.
-                None => true,
-            };
-            if dead {
-                self.lent_to[i] = None;
+        let gone: Vec<bool> = self
+            .peers
+            .iter()
+            .map(|peer| peer.dead || peer.region.as_ref().is_some_and(|r| r.owner_gone()))
+            .collect();
+        self.reclaim_lent(|p| gone.get(p).copied().unwrap_or(true));
+    }
+
+    /// Takes back the buffers `lend_with` lent to the peers `dead` names; a lease the peer
+    /// released before it went fails to reclaim, as it must (`Region::buf_reclaim`).
+    pub(super) fn reclaim_lent(&mut self, dead: impl Fn(usize) -> bool) {
+        for slot in &mut self.lent_to {
+            if let Some((p, lease)) = *slot
+                && dead(p)
+            {
+                *slot = None;
                 if let Some(r) = &self.region {
                     r.buf_reclaim(lease);
                 }
@@ -298,7 +299,7 @@ impl ShmEndpoint {
         } else if self.cma {
             c.proto = PROTO_IOV;
             c.aux = op.iov.len() as u64;
-            c.put_local_iovs(0, op.iov);
+            c.put_iovs(0, op.iov.iter().map(Remote::from));
         } else {
             c.proto = PROTO_SEG;
         }
