@@ -32,6 +32,55 @@ pub fn pid_namespace() -> u64 {
     })
 }
 
+/// The initial pid namespace's inode (`PROC_PID_INIT_INO`, linux/proc_ns.h). A process in it
+/// sees every process of the host in /proc.
+const INIT_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// Whether process `pid` of pid namespace `ns` (a `pid_namespace` value) exists, when this
+/// process can tell: in its own namespace always; in another only from the initial namespace,
+/// by a scan of /proc (proc(5): `NSpid` in `status` lists a process's pid in each namespace
+/// from ours inward, and `ns/pid` names its own), so for rare sweeps, not for data paths.
+/// None when it cannot tell.
+pub fn process_alive_in(ns: u64, pid: u32) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = pid_namespace();
+    if ns == ours {
+        return Some(pid != 0 && process_alive(pid as i32));
+    }
+    if ours != INIT_PID_NAMESPACE || ns == 0 || pid == 0 {
+        return None;
+    }
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // Exited since the listing: not the one.
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{p}/status")) else {
+            continue;
+        };
+        // No `NSpid` (before Linux 4.1): nothing to tell namespaces apart by.
+        let pids = status.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+        let mut pids = pids.split_whitespace();
+        let depth = pids.clone().count();
+        // Only a process of a nested namespace, with that pid in its own, may be the owner
+        // (whose namespace is then read: a check other users' processes may refuse).
+        if depth < 2 || pids.next_back().and_then(|v| v.parse::<u32>().ok()) != Some(pid) {
+            continue;
+        }
+        match std::fs::metadata(format!("/proc/{p}/ns/pid")) {
+            Ok(m) if m.ino() == ns => return Some(true),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(_) => return None,
+        }
+    }
+    Some(false)
+}
+
 /// Whether process `pid` exists (signal 0 probe; EPERM means it exists under another user).
 pub fn process_alive(pid: i32) -> bool {
     // SAFETY: kill with signal 0 performs only the existence and permission check.

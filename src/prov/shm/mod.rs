@@ -263,9 +263,7 @@ fn clean_stale_regions() {
     static DONE: LazyLock<()> = LazyLock::new(|| {
         let prefix = format!("fabric_shm_{}_", crate::sys::os::uid());
         for name in crate::sys::shm::list(&prefix) {
-            if let Ok(r) = region::Region::open(&name)
-                && r.sweepable()
-            {
+            if region::sweepable(&name) {
                 crate::sys::shm::unlink(&name);
             }
         }

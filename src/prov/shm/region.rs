@@ -54,6 +54,9 @@ const BUF_FREE: u32 = 0;
 /// owner can take back a lease that nobody released without freeing a later one.
 const BUF_USED: u32 = 1;
 
+/// The first `HEADER_SIZE` bytes. Its fields keep their offsets in every layout version
+/// (`VERSION` counts changes of what follows it), so that a sweep can judge a region left by
+/// another build by its owner fields (`sweepable`).
 #[repr(C)]
 struct Header {
     magic: AtomicU64,
@@ -172,10 +175,6 @@ impl Region {
         unsafe { &*self.map.as_ptr().cast::<Header>() }
     }
 
-    pub fn pid(&self) -> u32 {
-        self.header().pid.load(Ordering::Relaxed)
-    }
-
     pub fn token(&self) -> u64 {
         self.header().token.load(Ordering::Relaxed)
     }
@@ -188,12 +187,7 @@ impl Region {
     /// namespace (or has not written its pid yet), where the number names some other process
     /// or none. Such an owner is neither probed nor attached to (cross-memory attach).
     pub fn owner_pid(&self) -> Option<i32> {
-        let (ours, theirs) = (
-            crate::sys::os::pid_namespace(),
-            self.header().pidns.load(Ordering::Relaxed),
-        );
-        let pid = self.pid();
-        (pid != 0 && (ours == theirs || ours == 0 || theirs == 0)).then_some(pid as i32)
+        self.header().owner_pid()
     }
 
     /// Whether the region was left behind by a process that died (a region still being created
@@ -240,7 +234,7 @@ impl Region {
             && self.bufs_lent()
             && now_secs().saturating_sub(self.header().closed_at.load(Ordering::Relaxed))
                 < LINGER_SECS;
-        self.stale() && !lingering
+        self.header().owner_dead() && !lingering
     }
 
     /// Whether any bounce buffer is in use.
@@ -551,6 +545,54 @@ impl Region {
     }
 }
 
+impl Header {
+    fn owner_pid(&self) -> Option<i32> {
+        let (ours, theirs) = (
+            crate::sys::os::pid_namespace(),
+            self.pidns.load(Ordering::Relaxed),
+        );
+        let pid = self.pid.load(Ordering::Relaxed);
+        (pid != 0 && (ours == theirs || ours == 0 || theirs == 0)).then_some(pid as i32)
+    }
+
+    /// Whether the owner process is known to be dead, for a sweep: by its pid in our own pid
+    /// namespace, and from the initial namespace also in another one (a container or an
+    /// `unshare --pid` job sharing /dev/shm, whose regions nobody else could ever judge).
+    fn owner_dead(&self) -> bool {
+        match self.owner_pid() {
+            Some(pid) => !crate::sys::os::process_alive(pid),
+            None => {
+                let pid = self.pid.load(Ordering::Relaxed);
+                pid != 0
+                    && crate::sys::os::process_alive_in(self.pidns.load(Ordering::Relaxed), pid)
+                        == Some(false)
+            }
+        }
+    }
+}
+
+/// Whether a sweep may remove region `name` (one of ours by its name): `Region::sweepable`
+/// for this build's regions; one of another layout version (a build before or after this
+/// one, which `Region::open` refuses) is judged by its header alone, and goes when its owner
+/// is dead: no peer of this build can map it to need it lingering.
+pub fn sweepable(name: &str) -> bool {
+    match Region::open(name) {
+        Ok(r) => r.sweepable(),
+        Err(Errno::PROTO) => {
+            let Ok(map) = ShmMap::open(name, HEADER_SIZE) else {
+                return false;
+            };
+            // SAFETY: the mapping is at least HEADER_SIZE bytes and page aligned, and the
+            // header is made of atomics, valid for any bit pattern.
+            let h = unsafe { &*map.as_ptr().cast::<Header>() };
+            h.magic.load(Ordering::Acquire) == MAGIC
+                && h.uid.load(Ordering::Relaxed) == crate::sys::os::uid()
+                && h.owner_dead()
+        }
+        Err(_) => false,
+    }
+}
+
 impl Drop for Region {
     fn drop(&mut self) {
         self.close();
@@ -646,6 +688,55 @@ mod tests {
         assert!(peer.owner_gone());
     }
 
+    /// A sweep removes a region of another layout version (a build before or after this one)
+    /// whose owner died, judged by the header alone, and keeps one whose owner lives.
+    #[test]
+    fn a_sweep_judges_regions_of_other_versions_by_their_header() {
+        let n = name();
+        let owner = Region::create(&n, 8).unwrap();
+        let h = owner.header();
+        h.version.store(VERSION - 1, Ordering::Relaxed);
+        assert_eq!(Region::open(&n).unwrap_err(), Errno::PROTO);
+        assert!(!sweepable(&n), "its owner is alive");
+        h.pid.store(i32::MAX as u32, Ordering::Relaxed);
+        assert!(sweepable(&n), "its owner is dead");
+        // Not ours (another magic): never.
+        h.magic.store(MAGIC ^ 1, Ordering::Relaxed);
+        assert!(!sweepable(&n));
+        h.magic.store(MAGIC, Ordering::Relaxed);
+        h.version.store(VERSION, Ordering::Relaxed);
+        h.pid.store(std::process::id(), Ordering::Relaxed);
+    }
+
+    /// From the initial pid namespace a sweep also judges an owner of another namespace, by
+    /// the processes of that namespace: one that no process is in holds no live owner.
+    #[test]
+    fn a_sweep_from_the_initial_namespace_judges_owners_of_others() {
+        let ours = crate::sys::os::pid_namespace();
+        let n = name();
+        let owner = Region::create(&n, 9).unwrap();
+        let peer = Region::open(&n).unwrap();
+        assert!(!peer.sweepable(), "its owner is alive");
+        // Our own pid, as the process of our namespace it is.
+        assert_eq!(
+            crate::sys::os::process_alive_in(ours, std::process::id()),
+            Some(true)
+        );
+        // A namespace no process is in (an inode no namespace has).
+        owner
+            .header()
+            .pidns
+            .store(ours ^ 0x8000_0000, Ordering::Relaxed);
+        assert_eq!(peer.owner_pid(), None);
+        let initial = ours == 0xEFFF_FFFC;
+        assert_eq!(peer.sweepable(), initial);
+        if initial {
+            // And a process that lives there: PID 1 of the initial namespace, seen from it.
+            assert_eq!(crate::sys::os::process_alive_in(ours, 1), Some(true));
+        }
+        owner.header().pidns.store(ours, Ordering::Relaxed);
+    }
+
     #[test]
     fn closed_region_lingers_while_buffers_are_lent() {
         // Nothing lent: the name goes at close.
@@ -698,6 +789,8 @@ mod tests {
         owner.buf_reclaim(next);
         assert!(!owner.bufs_lent());
         assert_eq!(owner.buf_alloc(), Some(again.idx));
+        // Nothing lent at the end, or the closed region's name would outlive the test.
+        peer.buf_release(again.idx);
     }
 
     #[test]
