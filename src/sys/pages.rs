@@ -111,6 +111,73 @@ impl Drop for Pages {
     }
 }
 
+/// `MADV_COLLAPSE` (Linux 6.1, include/uapi/asm-generic/mman-common.h; not in the libc crate's
+/// list for every target).
+const MADV_COLLAPSE: libc::c_int = 25;
+
+/// The size of a transparent huge page (`hpage_pmd_size`), when the system allows them at all
+/// (`enabled` not `never`: an administrator who turned them off is obeyed).
+fn transparent_huge_page_size() -> Option<usize> {
+    static SIZE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        let dir = "/sys/kernel/mm/transparent_hugepage";
+        let enabled = std::fs::read_to_string(format!("{dir}/enabled")).ok()?;
+        if enabled.contains("[never]") {
+            return None;
+        }
+        let size: usize = std::fs::read_to_string(format!("{dir}/hpage_pmd_size"))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        size.is_power_of_two().then_some(size)
+    })
+}
+
+/// Moves the application memory at `addr..addr + len` onto transparent huge pages where it can,
+/// for a region registered for shared-memory RMA: each aligned huge-page block inside it whose
+/// pages are all resident already (mincore(2)) is collapsed (madvise(2) `MADV_COLLAPSE`);
+/// nothing else changes (no block is filled that the program has not touched, and the range's
+/// policy for later faults stays the program's). Returns the bytes collapsed. Fails quietly
+/// where the kernel cannot (before 6.1, memory that is not anonymous, no free huge page).
+///
+/// Why: a peer's `process_vm_writev`/`readv` into or out of this memory pins it page by page
+/// (`get_user_pages`), and every copy into or out of it walks it page by page; on 2 MiB pages
+/// both cost a 512th (`util::mr::collapse_onto_huge_pages` has the figures).
+pub fn collapse_resident(addr: usize, len: usize) -> usize {
+    let Some(huge) = transparent_huge_page_size() else {
+        return 0;
+    };
+    let start = addr.next_multiple_of(huge);
+    let end = addr.saturating_add(len) & !(huge - 1);
+    if end <= start {
+        return 0;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as usize,
+        _ => return 0,
+    };
+    let mut resident = vec![0u8; huge / page];
+    let mut collapsed = 0;
+    let mut block = start;
+    while block < end {
+        // SAFETY: mincore only reads the page tables of this range of our own address space
+        // and writes one byte per 4 KiB page into `resident`, which has room for a block;
+        // unmapped memory gives ENOMEM, which skips the block.
+        let r = unsafe { libc::mincore(block as *mut libc::c_void, huge, resident.as_mut_ptr()) };
+        if r == 0 && resident.iter().all(|&b| b & 1 != 0) {
+            // SAFETY: MADV_COLLAPSE moves the block's contents to a huge page and changes no
+            // byte the program sees; the range is inside memory the program registered.
+            if unsafe { libc::madvise(block as *mut libc::c_void, huge, MADV_COLLAPSE) } == 0 {
+                collapsed += huge;
+            }
+        }
+        block += huge;
+    }
+    collapsed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,5 +212,71 @@ mod tests {
         assert!(s.iter().all(|&b| b == 0));
         s.fill(1);
         assert_eq!(Pages::map(0, true).unwrap_err(), Errno::INVAL);
+    }
+
+    /// Pages of `range` resident now (mincore).
+    fn resident(range: &[u8]) -> usize {
+        let mut v = vec![0u8; range.len().div_ceil(4096)];
+        // SAFETY: `range` is mapped memory of ours; `v` has a byte per page of it.
+        let r = unsafe { libc::mincore(range.as_ptr() as *mut _, range.len(), v.as_mut_ptr()) };
+        assert_eq!(r, 0);
+        v.iter().filter(|&&b| b & 1 != 0).count()
+    }
+
+    /// Only blocks the program filled are collapsed, with their bytes kept; memory it never
+    /// touched stays unpopulated. Where the kernel collapses (6.1 on, THP not `never`), the
+    /// filled blocks end on huge pages (`AnonHugePages` of the mapping in smaps).
+    #[test]
+    fn only_resident_blocks_are_collapsed_and_keep_their_bytes() {
+        let huge = transparent_huge_page_size().unwrap_or(2 << 20);
+        let p = Pages::map(8 * huge, false).unwrap();
+        // SAFETY: the mapping is `len` bytes, ours alone while `p` lives.
+        let s = unsafe { core::slice::from_raw_parts_mut(p.as_ptr(), p.len()) };
+        let first = s.as_ptr().align_offset(huge);
+        // Three aligned blocks filled.
+        let filled = first..first + 3 * huge;
+        for (i, b) in s[filled.clone()].iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        // Then a block with one page touched (the kernel would fill the rest to collapse it),
+        // and one never touched.
+        let untouched = filled.end..filled.end + 2 * huge;
+        s[untouched.start] = 1;
+        assert_eq!(resident(&s[untouched.clone()]), 1);
+        let whole = first..untouched.end;
+        let collapsed = collapse_resident(s[whole.clone()].as_ptr() as usize, whole.len());
+        assert!(collapsed <= 3 * huge, "only the filled blocks");
+        assert_eq!(resident(&s[untouched]), 1, "nothing populated that was not");
+        assert!(
+            s[filled.clone()]
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == (i % 251) as u8),
+            "the bytes stay"
+        );
+        // An unaligned range holds no whole block.
+        assert_eq!(collapse_resident(s.as_ptr() as usize + first + 1, huge), 0);
+        if transparent_huge_page_size().is_none() {
+            assert_eq!(collapsed, 0, "THP off: nothing moves");
+        }
+        if collapsed > 0 {
+            // The mapping's entry in smaps (maybe merged with a neighbour: at least ours).
+            let at = p.as_ptr() as usize;
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let mut ours = false;
+            let mut huge_kb = None;
+            for l in smaps.lines() {
+                if let Some((a, b)) = l.split(' ').next().and_then(|r| r.split_once('-'))
+                    && let (Ok(a), Ok(b)) =
+                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    ours = (a..b).contains(&at);
+                } else if ours && let Some(v) = l.strip_prefix("AnonHugePages:") {
+                    huge_kb = v.trim().trim_end_matches("kB").trim().parse::<usize>().ok();
+                }
+            }
+            assert!(huge_kb.unwrap() * 1024 >= collapsed, "on huge pages");
+        }
+        eprintln!("collapsed {collapsed} of {} bytes filled", filled.len());
     }
 }

@@ -172,6 +172,35 @@ pub fn define_params() {
     let _ = shm_transfer_enabled();
     let _ = device_knobs();
     let _ = use_huge_page();
+    let _ = mr_huge_pages();
+}
+
+/// Whether the application asked for fork support (`FI_EFA_FORK_SAFE`, or rdma-core's
+/// `RDMAV_FORK_SAFE` set): registered memory then stays on normal pages.
+fn fork_safe() -> bool {
+    knob_bool(
+        PROV_NAME,
+        "fork_safe",
+        "The application forks: make registered memory fork-safe (turns huge pages off)",
+        false,
+    ) || std::env::var_os("RDMAV_FORK_SAFE").is_some()
+}
+
+/// `FI_EFA_MR_HUGE_PAGES` (ours; default on unless fork support is asked for): a registration
+/// moves the registered memory onto transparent huge pages where it is resident
+/// (`util::mr::collapse_onto_huge_pages`), before the device registers it.
+fn mr_huge_pages() -> bool {
+    static ON: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
+        knob_bool(
+            PROV_NAME,
+            "mr_huge_pages",
+            "Move registered memory that is resident onto transparent huge pages (faster \
+             copies by the kernel and by local peers; default: on unless FI_EFA_FORK_SAFE / \
+             RDMAV_FORK_SAFE)",
+            true,
+        ) && !fork_safe()
+    });
+    *ON
 }
 
 /// `FI_EFA_USE_HUGE_PAGE` (efa-reference §9): the hardware device's registered pools come
@@ -180,12 +209,7 @@ pub fn define_params() {
 /// `RDMAV_FORK_SAFE` set), which wins over an explicit on: upstream does not combine them
 /// either. Read when an endpoint opens its device.
 pub fn use_huge_page() -> bool {
-    let fork_safe = knob_bool(
-        PROV_NAME,
-        "fork_safe",
-        "The application forks: make registered memory fork-safe (turns huge pages off)",
-        false,
-    ) || std::env::var_os("RDMAV_FORK_SAFE").is_some();
+    let fork_safe = fork_safe();
     let _ = define(
         Some(PROV_NAME),
         "use_huge_page",
@@ -1021,6 +1045,9 @@ impl Domain for EfaDomain {
         // mr_iov_limit is 1 (§10).
         if req.iov.len() > 1 {
             return Err(Errno::INVAL);
+        }
+        if mr_huge_pages() {
+            crate::util::mr::collapse_onto_huge_pages(req);
         }
         // On an EFA device the region is registered with the NIC too (`ibv_reg_mr`), and its
         // key is the rkey, which peers' device RDMA presents (FI_MR_PROV_KEY, as upstream).

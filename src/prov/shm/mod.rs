@@ -60,6 +60,7 @@ pub const SHM_CAPS: u64 = TX_CAPS | RX_CAPS | DOMAIN_CAPS;
 /// Defines shm's parameters up front, for `fi_getparams` / `fi_info -e`.
 pub fn define_params() {
     let _ = ep::cma_enabled();
+    let _ = huge_pages_enabled();
 }
 
 /// The shared-memory object of the endpoint named `name`: the name made safe, after the
@@ -258,6 +259,21 @@ pub struct ShmProvider;
 
 pub static SHM: ShmProvider = ShmProvider;
 
+/// Whether `FI_SHM_MR_HUGE_PAGES` (default on) lets a registration move the registered memory
+/// onto transparent huge pages (`util::mr::collapse_onto_huge_pages`).
+fn huge_pages_enabled() -> bool {
+    static ON: LazyLock<bool> = LazyLock::new(|| {
+        crate::core::params::knob_bool(
+            PROV_NAME,
+            "mr_huge_pages",
+            "Move registered memory that is resident onto transparent huge pages (faster \
+             cross-memory copies)",
+            true,
+        )
+    });
+    *ON
+}
+
 /// Removes regions left behind by processes of ours that died (once per process).
 fn clean_stale_regions() {
     static DONE: LazyLock<()> = LazyLock::new(|| {
@@ -407,6 +423,9 @@ impl Domain for ShmDomain {
     fn mr_reg(&self, req: &MrRequest) -> Result<Arc<Mr>> {
         if req.iov.len() > 4 {
             return Err(Errno::INVAL);
+        }
+        if huge_pages_enabled() {
+            crate::util::mr::collapse_onto_huge_pages(req);
         }
         self.mr_map.register(req)
     }
