@@ -138,8 +138,9 @@ fn transparent_huge_page_size() -> Option<usize> {
 /// for a region registered for shared-memory RMA: each aligned huge-page block inside it whose
 /// pages are all resident already (mincore(2)) is collapsed (madvise(2) `MADV_COLLAPSE`);
 /// nothing else changes (no block is filled that the program has not touched, and the range's
-/// policy for later faults stays the program's). Returns the bytes collapsed. Fails quietly
-/// where the kernel cannot (before 6.1, memory that is not anonymous, no free huge page).
+/// policy for later faults stays the program's). Returns the bytes collapsed. Stops quietly
+/// at the first block the kernel refuses (before 6.1, memory that is not anonymous, no free
+/// huge page).
 ///
 /// Why: a peer's `process_vm_writev`/`readv` into or out of this memory pins it page by page
 /// (`get_user_pages`), and every copy into or out of it walks it page by page; on 2 MiB pages
@@ -169,9 +170,13 @@ pub fn collapse_resident(addr: usize, len: usize) -> usize {
         if r == 0 && resident.iter().all(|&b| b & 1 != 0) {
             // SAFETY: MADV_COLLAPSE moves the block's contents to a huge page and changes no
             // byte the program sees; the range is inside memory the program registered.
-            if unsafe { libc::madvise(block as *mut libc::c_void, huge, MADV_COLLAPSE) } == 0 {
-                collapsed += huge;
+            if unsafe { libc::madvise(block as *mut libc::c_void, huge, MADV_COLLAPSE) } != 0 {
+                // No huge page to be had (each try may compact memory first), or memory the
+                // kernel does not collapse: the rest of the range would fare the same, and a
+                // registration should not pay for finding out block by block.
+                break;
             }
+            collapsed += huge;
         }
         block += huge;
     }
