@@ -325,6 +325,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 peer.pop_slot();
                 peer.base = peer.base.wrapping_add(1);
             }
+            // It no longer counts for the probe either, which may now follow an older
+            // datagram and be due before the peer's wake (found by the fuzzer: the probe was
+            // skipped until the retransmission timer, and in the harness, whose clock only
+            // moves to the next deadline, never).
+            peer.wake_by_probe();
             self.fill_window(now, p);
             return;
         }
