@@ -697,7 +697,9 @@ def main():
       "and the same sweep copied by each process inside its own memory (both-memcpy), the "
       "ceiling of one copy per byte while both CPUs copy. A shared-memory RMA write between "
       "two processes that both post cannot beat the first without mapping the other's "
-      "memory. Raw UDP: one process sends 65483-byte datagrams to another on loopback, from "
+      "memory, on the same pages: these limits copy on 4 KiB pages, and a registration of "
+      "ours moves the memory onto 2 MiB pages (`util::mr::collapse_onto_huge_pages`), whose "
+      "cross-memory copies pin and walk a 512th of the pages. Raw UDP: one process sends 65483-byte datagrams to another on loopback, from "
       "and into 2 MiB that stay in the caches (bench/limits udp), or moving fi_rma_bw's one-way "
       "1 MiB traffic, each 1 MiB slot of a 64-slot source cut into datagrams and received "
       "into the same slot of a 64-slot destination (bench/limits udp-sweep): the ceiling of "
@@ -781,7 +783,7 @@ def main():
          *lat8_paired(shm, HANDOFF), None, ""),
         ("shm write 1 MiB both ways vs process_vm_writev limit", bw(shm, "write", "1m"),
          med(limits["cma"] or []), None, ""),
-        ("shm write 1 MiB both ways vs process_vm_writev both ways (the ceiling)",
+        ("shm write 1 MiB both ways vs process_vm_writev both ways (4 KiB pages)",
          bw(shm, "write", "1m"), med(limits["both-cma"] or []), None, ""),
         ("2.5.1 shm write 1 MiB both ways vs process_vm_writev both ways",
          bw(SHM_REF, "write", "1m"), med(limits["both-cma"] or []), None, ""),
