@@ -36,6 +36,11 @@ pub fn pid_namespace() -> u64 {
 /// sees every process of the host in /proc.
 const INIT_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
 
+/// Whether this process is in the initial pid namespace (sees every process of the host).
+pub fn in_initial_pid_namespace() -> bool {
+    pid_namespace() == INIT_PID_NAMESPACE
+}
+
 /// Whether process `pid` of pid namespace `ns` (a `pid_namespace` value) exists, when this
 /// process can tell: in its own namespace always; in another only from the initial namespace,
 /// by a scan of /proc (proc(5): `NSpid` in `status` lists a process's pid in each namespace
@@ -43,11 +48,10 @@ const INIT_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
 /// None when it cannot tell.
 pub fn process_alive_in(ns: u64, pid: u32) -> Option<bool> {
     use std::os::unix::fs::MetadataExt;
-    let ours = pid_namespace();
-    if ns == ours {
+    if ns == pid_namespace() {
         return Some(pid != 0 && process_alive(pid as i32));
     }
-    if ours != INIT_PID_NAMESPACE || ns == 0 || pid == 0 {
+    if !in_initial_pid_namespace() || ns == 0 || pid == 0 {
         return None;
     }
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
