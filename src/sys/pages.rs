@@ -282,6 +282,5 @@ mod tests {
             }
             assert!(huge_kb.unwrap() * 1024 >= collapsed, "on huge pages");
         }
-        eprintln!("collapsed {collapsed} of {} bytes filled", filled.len());
     }
 }

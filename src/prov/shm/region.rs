@@ -194,17 +194,13 @@ impl Region {
     /// has no pid yet and is not stale; one from another pid namespace cannot be judged here,
     /// and is left to its owner's close or to a sweep in its own namespace).
     pub fn stale(&self) -> bool {
-        self.owner_pid()
-            .is_some_and(|pid| !crate::sys::os::process_alive(pid))
+        self.header().stale()
     }
 
     /// Whether the owner is gone: closed its endpoint, or its process exited (as far as can be
     /// told from this pid namespace).
     pub fn owner_gone(&self) -> bool {
-        self.state() != STATE_READY
-            || self
-                .owner_pid()
-                .is_some_and(|pid| !crate::sys::os::process_alive(pid))
+        self.state() != STATE_READY || self.stale()
     }
 
     /// Closes the region (owner): peers see `STATE_CLOSED`, and the name is removed unless
@@ -559,15 +555,18 @@ impl Header {
     /// namespace, and from the initial namespace also in another one (a container or an
     /// `unshare --pid` job sharing /dev/shm, whose regions nobody else could ever judge).
     fn owner_dead(&self) -> bool {
-        match self.owner_pid() {
-            Some(pid) => !crate::sys::os::process_alive(pid),
-            None => {
-                let pid = self.pid.load(Ordering::Relaxed);
-                pid != 0
-                    && crate::sys::os::process_alive_in(self.pidns.load(Ordering::Relaxed), pid)
-                        == Some(false)
-            }
-        }
+        // A region being created has no pid yet: not dead.
+        let pid = self.pid.load(Ordering::Relaxed);
+        pid != 0
+            && (self.stale()
+                || crate::sys::os::process_alive_in(self.pidns.load(Ordering::Relaxed), pid)
+                    == Some(false))
+    }
+
+    /// `Region::stale`: the owner's pid names no process of our namespace.
+    fn stale(&self) -> bool {
+        self.owner_pid()
+            .is_some_and(|pid| !crate::sys::os::process_alive(pid))
     }
 }
 

@@ -42,12 +42,8 @@ const WINDOW_BYTES: usize = 1 << 20;
 /// [`WINDOW_BYTES`]; smaller datagrams get up to what one ack covers (128), so that Ethernet's
 /// 1,472-byte datagrams keep a round trip's worth in flight on a fast link.
 fn window_for(mtu: usize) -> u32 {
-    (WINDOW_BYTES / (mtu + HEADROOM).max(1)).clamp(MIN_CEILING, srd::wire::SACK_BITS as usize)
-        as u32
+    (WINDOW_BYTES / (mtu + HEADROOM).max(1)).clamp(1, srd::wire::SACK_BITS as usize) as u32
 }
-
-/// The lowest ceiling [`window_for`] gives, whatever the MTU: loopback's 16 datagrams.
-const MIN_CEILING: usize = 16;
 
 /// Largest UDP payload by address family (IPv4 65535 − 20 − 8; IPv6 65535 − 8).
 fn udp_max(ip: IpAddr) -> usize {
