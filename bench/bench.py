@@ -698,7 +698,7 @@ def main():
       "ceiling of one copy per byte while both CPUs copy. A shared-memory RMA write between "
       "two processes that both post cannot beat the first without mapping the other's "
       "memory, on the same pages: these limits copy on 4 KiB pages, and a registration of "
-      "ours moves the memory onto 2 MiB pages (`util::mr::collapse_onto_huge_pages`), whose "
+      "ours moves the memory onto 2 MiB pages (`util::huge_pages`), whose "
       "cross-memory copies pin and walk a 512th of the pages. Raw UDP: one process sends 65483-byte datagrams to another on loopback, from "
       "and into 2 MiB that stay in the caches (bench/limits udp), or moving fi_rma_bw's one-way "
       "1 MiB traffic, each 1 MiB slot of a 64-slot source cut into datagrams and received "

@@ -117,7 +117,7 @@ const MADV_COLLAPSE: libc::c_int = 25;
 
 /// The size of a transparent huge page (`hpage_pmd_size`), when the system allows them at all
 /// (`enabled` not `never`: an administrator who turned them off is obeyed).
-fn transparent_huge_page_size() -> Option<usize> {
+pub fn transparent_huge_page_size() -> Option<usize> {
     static SIZE: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     *SIZE.get_or_init(|| {
         let dir = "/sys/kernel/mm/transparent_hugepage";
@@ -138,14 +138,21 @@ fn transparent_huge_page_size() -> Option<usize> {
 /// for a region registered for shared-memory RMA: each aligned huge-page block inside it whose
 /// pages are all resident already (mincore(2)) is collapsed (madvise(2) `MADV_COLLAPSE`);
 /// nothing else changes (no block is filled that the program has not touched, and the range's
-/// policy for later faults stays the program's). Returns the bytes collapsed. Stops quietly
-/// at the first block the kernel refuses (before 6.1, memory that is not anonymous, no free
-/// huge page).
+/// policy for later faults stays the program's). Returns the bytes collapsed.
+///
+/// `keep_going` is asked before each block (the registration may have been closed). A block
+/// the kernel finds busy (`EAGAIN`: a page of it pinned or locked at the moment, as a peer's
+/// copy into it does) is tried again after the others, up to `BUSY_RETRIES` more rounds a
+/// millisecond apart; any other refusal ends the range (before 6.1, memory that is not
+/// anonymous; `ENOMEM`: no free huge page, and each try may compact memory first). Slow (the
+/// kernel copies each block: 0.25–5 ms per 2 MiB here): a registration leaves most of it to a
+/// thread (`util::huge_pages`).
 ///
 /// Why: a peer's `process_vm_writev`/`readv` into or out of this memory pins it page by page
 /// (`get_user_pages`), and every copy into or out of it walks it page by page; on 2 MiB pages
-/// both cost a 512th (`util::mr::collapse_onto_huge_pages` has the figures).
-pub fn collapse_resident(addr: usize, len: usize) -> usize {
+/// both cost a 512th (`util::huge_pages` has the figures).
+pub fn collapse_resident(addr: usize, len: usize, mut keep_going: impl FnMut() -> bool) -> usize {
+    const BUSY_RETRIES: usize = 3;
     let Some(huge) = transparent_huge_page_size() else {
         return 0;
     };
@@ -161,26 +168,69 @@ pub fn collapse_resident(addr: usize, len: usize) -> usize {
     };
     let mut resident = vec![0u8; huge / page];
     let mut collapsed = 0;
-    let mut block = start;
-    while block < end {
-        // SAFETY: mincore only reads the page tables of this range of our own address space
-        // and writes one byte per 4 KiB page into `resident`, which has room for a block;
-        // unmapped memory gives ENOMEM, which skips the block.
-        let r = unsafe { libc::mincore(block as *mut libc::c_void, huge, resident.as_mut_ptr()) };
-        if r == 0 && resident.iter().all(|&b| b & 1 != 0) {
-            // SAFETY: MADV_COLLAPSE moves the block's contents to a huge page and changes no
-            // byte the program sees; the range is inside memory the program registered.
-            if unsafe { libc::madvise(block as *mut libc::c_void, huge, MADV_COLLAPSE) } != 0 {
-                // No huge page to be had (each try may compact memory first), or memory the
-                // kernel does not collapse: the rest of the range would fare the same, and a
-                // registration should not pay for finding out block by block.
+    let mut busy = Vec::new();
+    let mut blocks: Vec<usize> = (start..end).step_by(huge).collect();
+    for round in 0..=BUSY_RETRIES {
+        if round > 0 {
+            if blocks.is_empty() {
                 break;
             }
-            collapsed += huge;
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        block += huge;
+        for &block in &blocks {
+            if !keep_going() {
+                return collapsed;
+            }
+            // SAFETY: mincore only reads the page tables of this range of our own address
+            // space and writes one byte per 4 KiB page into `resident`, which has room for a
+            // block; unmapped memory gives ENOMEM, which skips the block.
+            let r =
+                unsafe { libc::mincore(block as *mut libc::c_void, huge, resident.as_mut_ptr()) };
+            if r != 0 || !resident.iter().all(|&b| b & 1 != 0) {
+                continue;
+            }
+            // SAFETY: MADV_COLLAPSE moves the block's contents to a huge page and changes no
+            // byte the program sees; the range is inside memory the program registered.
+            if unsafe { libc::madvise(block as *mut libc::c_void, huge, MADV_COLLAPSE) } == 0 {
+                collapsed += huge;
+            } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
+                busy.push(block);
+            } else {
+                return collapsed;
+            }
+        }
+        blocks = std::mem::take(&mut busy);
     }
     collapsed
+}
+
+/// Held by tests that collapse memory, which may share a mapping once the kernel merges
+/// neighbours.
+#[cfg(test)]
+pub static COLLAPSING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The bytes on transparent huge pages (`AnonHugePages` in smaps) of the mapping holding `at`,
+/// which the kernel may have merged with a neighbour: at least the mapping's.
+#[cfg(test)]
+pub fn anon_huge_bytes(at: usize) -> usize {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut ours = false;
+    for l in smaps.lines() {
+        if let Some((a, b)) = l.split(' ').next().and_then(|r| r.split_once('-'))
+            && let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+        {
+            ours = (a..b).contains(&at);
+        } else if ours && let Some(v) = l.strip_prefix("AnonHugePages:") {
+            return v
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<usize>()
+                .unwrap()
+                * 1024;
+        }
+    }
+    0
 }
 
 #[cfg(test)]
@@ -233,6 +283,7 @@ mod tests {
     /// filled blocks end on huge pages (`AnonHugePages` of the mapping in smaps).
     #[test]
     fn only_resident_blocks_are_collapsed_and_keep_their_bytes() {
+        let _alone = COLLAPSING.lock();
         let huge = transparent_huge_page_size().unwrap_or(2 << 20);
         let p = Pages::map(8 * huge, false).unwrap();
         // SAFETY: the mapping is `len` bytes, ours alone while `p` lives.
@@ -249,7 +300,12 @@ mod tests {
         s[untouched.start] = 1;
         assert_eq!(resident(&s[untouched.clone()]), 1);
         let whole = first..untouched.end;
-        let collapsed = collapse_resident(s[whole.clone()].as_ptr() as usize, whole.len());
+        // Asked to stop before the first block (the registration closed): nothing moves.
+        assert_eq!(
+            collapse_resident(s[whole.clone()].as_ptr() as usize, whole.len(), || false),
+            0
+        );
+        let collapsed = collapse_resident(s[whole.clone()].as_ptr() as usize, whole.len(), || true);
         assert!(collapsed <= 3 * huge, "only the filled blocks");
         assert_eq!(resident(&s[untouched]), 1, "nothing populated that was not");
         assert!(
@@ -260,27 +316,18 @@ mod tests {
             "the bytes stay"
         );
         // An unaligned range holds no whole block.
-        assert_eq!(collapse_resident(s.as_ptr() as usize + first + 1, huge), 0);
+        assert_eq!(
+            collapse_resident(s.as_ptr() as usize + first + 1, huge, || true),
+            0
+        );
         if transparent_huge_page_size().is_none() {
             assert_eq!(collapsed, 0, "THP off: nothing moves");
         }
         if collapsed > 0 {
-            // The mapping's entry in smaps (maybe merged with a neighbour: at least ours).
-            let at = p.as_ptr() as usize;
-            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-            let mut ours = false;
-            let mut huge_kb = None;
-            for l in smaps.lines() {
-                if let Some((a, b)) = l.split(' ').next().and_then(|r| r.split_once('-'))
-                    && let (Ok(a), Ok(b)) =
-                        (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
-                {
-                    ours = (a..b).contains(&at);
-                } else if ours && let Some(v) = l.strip_prefix("AnonHugePages:") {
-                    huge_kb = v.trim().trim_end_matches("kB").trim().parse::<usize>().ok();
-                }
-            }
-            assert!(huge_kb.unwrap() * 1024 >= collapsed, "on huge pages");
+            assert!(
+                anon_huge_bytes(p.as_ptr() as usize) >= collapsed,
+                "on huge pages"
+            );
         }
     }
 }

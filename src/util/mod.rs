@@ -10,6 +10,7 @@ pub mod cq;
 pub mod ep;
 pub mod eq;
 pub mod hash;
+pub mod huge_pages;
 pub mod mr;
 pub mod progress;
 pub mod provider;

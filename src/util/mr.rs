@@ -20,27 +20,6 @@ pub struct MrRequest {
     pub device: u64,
 }
 
-/// Moves a registration's host memory onto transparent huge pages where it is resident
-/// (`sys::pages::collapse_resident`), for providers whose peers copy into and out of it
-/// through the kernel (shm's cross-memory attach, the software SRD device's receives): those
-/// copies pin and walk it page by page, and on 2 MiB pages a 512th of the pages. fi_rma_bw's
-/// traffic at 1 MiB both ways, pinned, 7–12 interleaved runs, medians (upstream shm 2.5.1 in
-/// the same minutes): shm writes 4,377 → 8,717 MB/s (5,151), reads 4,222 → 7,893 (4,632); efa
-/// with local peers through shm, writes 4,309 → 7,118; efa over the software SRD on loopback,
-/// writes 3,040 → 3,468 (near vCPUs).
-///
-/// Only memory opened to peers (`FI_REMOTE_READ`/`FI_REMOTE_WRITE`) is moved: the kernel's
-/// collapse costs about 2.4 ms per 2 MiB here (512 MiB in 1.2–1.3 s, then 0.5 ms again), repaid
-/// by the copies into and out of memory that RMA targets, not by local send and receive
-/// buffers (tagged 1 MiB over shm: 12,625 and 12,879 MB/s without and with).
-pub fn collapse_onto_huge_pages(req: &MrRequest) {
-    if req.iface == FI_HMEM_SYSTEM && req.access & (FI_REMOTE_READ | FI_REMOTE_WRITE) != 0 {
-        for v in &req.iov {
-            crate::sys::pages::collapse_resident(v.addr(), v.len());
-        }
-    }
-}
-
 /// Access bits a registration may ask for.
 pub const MR_ACCESS: u64 =
     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;

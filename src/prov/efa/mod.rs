@@ -186,9 +186,9 @@ fn fork_safe() -> bool {
     ) || std::env::var_os("RDMAV_FORK_SAFE").is_some()
 }
 
-/// `FI_EFA_MR_HUGE_PAGES` (ours; default on unless fork support is asked for): a registration
-/// moves the registered memory onto transparent huge pages where it is resident
-/// (`util::mr::collapse_onto_huge_pages`), before the device registers it.
+/// `FI_EFA_MR_HUGE_PAGES` (ours; default on unless fork support is asked for): memory registered
+/// on the software devices moves onto transparent huge pages where it is resident
+/// (`util::huge_pages`); an EFA NIC pins it at once, so there it stays as it is.
 fn mr_huge_pages() -> bool {
     static ON: std::sync::LazyLock<bool> = std::sync::LazyLock::new(|| {
         knob_bool(
@@ -1046,9 +1046,6 @@ impl Domain for EfaDomain {
         if req.iov.len() > 1 {
             return Err(Errno::INVAL);
         }
-        if mr_huge_pages() {
-            crate::util::mr::collapse_onto_huge_pages(req);
-        }
         // On an EFA device the region is registered with the NIC too (`ibv_reg_mr`), and its
         // key is the rkey, which peers' device RDMA presents (FI_MR_PROV_KEY, as upstream).
         match (&self.hw, req.iov.first()) {
@@ -1056,11 +1053,19 @@ impl Domain for EfaDomain {
                 if req.access & !crate::util::mr::MR_ACCESS != 0 {
                     return Err(Errno::INVAL);
                 }
+                // The NIC pins the pages now, and pinned pages cannot be collapsed later: the
+                // memory stays on the pages it has (as upstream's).
                 let reg = hw.reg_mr(*mem, req.access)?;
                 let key = u64::from(reg.rkey);
                 self.mr_map.register_device(req, key, Box::new(reg))
             }
-            _ => self.mr_map.register(req),
+            _ => {
+                let mr = self.mr_map.register(req)?;
+                if mr_huge_pages() {
+                    crate::util::huge_pages::collapse_onto_huge_pages(&mr);
+                }
+                Ok(mr)
+            }
         }
     }
 

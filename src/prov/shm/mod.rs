@@ -260,7 +260,7 @@ pub struct ShmProvider;
 pub static SHM: ShmProvider = ShmProvider;
 
 /// Whether `FI_SHM_MR_HUGE_PAGES` (default on) lets a registration move the registered memory
-/// onto transparent huge pages (`util::mr::collapse_onto_huge_pages`).
+/// onto transparent huge pages (`util::huge_pages`).
 fn huge_pages_enabled() -> bool {
     static ON: LazyLock<bool> = LazyLock::new(|| {
         crate::core::params::knob_bool(
@@ -424,10 +424,11 @@ impl Domain for ShmDomain {
         if req.iov.len() > 4 {
             return Err(Errno::INVAL);
         }
+        let mr = self.mr_map.register(req)?;
         if huge_pages_enabled() {
-            crate::util::mr::collapse_onto_huge_pages(req);
+            crate::util::huge_pages::collapse_onto_huge_pages(&mr);
         }
-        self.mr_map.register(req)
+        Ok(mr)
     }
 
     fn query_atomic(
