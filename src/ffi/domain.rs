@@ -390,13 +390,16 @@ unsafe extern "C" fn domain_cq_open(
         if a.wait_cond != FI_CQ_COND_NONE && a.wait_cond != FI_CQ_COND_THRESHOLD {
             return Err(Errno::INVAL);
         }
-        let imp = Cq::new(&CqAttr {
-            size: a.size,
-            flags: a.flags,
-            format: a.format,
-            wait_obj: a.wait_obj,
-            wait_cond: a.wait_cond,
-        })?;
+        let imp = Cq::new_serial(
+            &CqAttr {
+                size: a.size,
+                flags: a.flags,
+                format: a.format,
+                wait_obj: a.wait_obj,
+                wait_cond: a.wait_cond,
+            },
+            d.inner.serialized(),
+        )?;
         let obj = super::queues::cq_to_c(imp, &d.refs, d.api_version, context);
         // SAFETY: non-null out-parameter.
         unsafe { put(cq, obj) };

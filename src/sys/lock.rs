@@ -8,6 +8,12 @@
 //! real-time waiter that only yielded could keep a lower-priority holder off its core).
 //! Meant for sections that hold no other lock for long and never block. In `sys` because it
 //! hands out its value through an `UnsafeCell`.
+//!
+//! A lock made `serial` (`new_serial`) belongs to an object of a domain whose application
+//! serializes every call into it (fi_domain(3) `FI_THREAD_DOMAIN`, fabtests' default, and
+//! the provider runs no thread of its own there): it takes and releases with plain loads and
+//! stores, no locked instruction, as upstream's no-op locks do for that model. A call that
+//! breaks the model and finds the lock held still waits for it, as the full lock would.
 
 use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
@@ -16,13 +22,17 @@ use std::time::Duration;
 
 pub struct SpinLock<T> {
     locked: AtomicBool,
+    /// The application serializes the callers (see the module's notes).
+    serial: bool,
     value: UnsafeCell<T>,
 }
 
 // SAFETY: the lock hands out the value to one thread at a time (as a Mutex does), so a `T` that
 // may move between threads may be shared through it.
 unsafe impl<T: Send> Send for SpinLock<T> {}
-// SAFETY: as above: access to the value is serialized by `locked`.
+// SAFETY: as above: access to the value is serialized by `locked`, or, for a `serial` lock, by
+// the application, whose threading model (`FI_THREAD_DOMAIN`) promises that no two threads
+// call into the domain's objects at once.
 unsafe impl<T: Send> Sync for SpinLock<T> {}
 
 /// Spins before the first yield.
@@ -33,14 +43,27 @@ const NAP: Duration = Duration::from_micros(50);
 
 impl<T> SpinLock<T> {
     pub const fn new(value: T) -> SpinLock<T> {
+        Self::new_serial(value, false)
+    }
+
+    /// A lock whose callers the application serializes when `serial` (see the module's notes).
+    pub const fn new_serial(value: T, serial: bool) -> SpinLock<T> {
         SpinLock {
             locked: AtomicBool::new(false),
+            serial,
             value: UnsafeCell::new(value),
         }
     }
 
+    #[inline]
     pub fn lock(&self) -> SpinGuard<'_, T> {
-        if self
+        if self.serial {
+            if self.locked.load(Ordering::Relaxed) {
+                self.lock_contended();
+            } else {
+                self.locked.store(true, Ordering::Relaxed);
+            }
+        } else if self
             .locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
@@ -126,6 +149,112 @@ impl<T> Drop for SpinGuard<'_, T> {
     }
 }
 
+/// A `Mutex` for sections that may be long or contended (an endpoint's state: its progress
+/// copies messages under it), which a `serial` domain (see the module's notes) skips: there it
+/// takes and releases with plain loads and stores. No poisoning: a panic while it is held
+/// releases it (the callers of `Mutex` here ignored poisoning).
+pub struct DomainLock<T> {
+    mutex: std::sync::Mutex<()>,
+    /// Held, for a serial lock (the mutex is not used then).
+    held: AtomicBool,
+    serial: bool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: as for `SpinLock`: the value goes to one thread at a time, by the mutex or, when
+// serial, by the application's threading model.
+unsafe impl<T: Send> Send for DomainLock<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for DomainLock<T> {}
+
+impl<T> DomainLock<T> {
+    pub fn new(value: T, serial: bool) -> DomainLock<T> {
+        DomainLock {
+            mutex: std::sync::Mutex::new(()),
+            held: AtomicBool::new(false),
+            serial,
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    #[inline]
+    pub fn lock(&self) -> DomainGuard<'_, T> {
+        if self.serial {
+            // A caller that breaks the threading model and finds it held waits (yielding:
+            // the holder may be descheduled on our core).
+            while self.held.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
+            self.held.store(true, Ordering::Relaxed);
+            DomainGuard {
+                lock: self,
+                _mutex: None,
+            }
+        } else {
+            DomainGuard {
+                lock: self,
+                _mutex: Some(self.mutex.lock().unwrap_or_else(|e| e.into_inner())),
+            }
+        }
+    }
+
+    pub fn try_lock(&self) -> Option<DomainGuard<'_, T>> {
+        if self.serial {
+            if self.held.load(Ordering::Relaxed) {
+                return None;
+            }
+            self.held.store(true, Ordering::Relaxed);
+            return Some(DomainGuard {
+                lock: self,
+                _mutex: None,
+            });
+        }
+        let m = match self.mutex.try_lock() {
+            Ok(m) => m,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        Some(DomainGuard {
+            lock: self,
+            _mutex: Some(m),
+        })
+    }
+}
+
+/// `DomainLock`'s guard: the value while it lives.
+pub struct DomainGuard<'a, T> {
+    lock: &'a DomainLock<T>,
+    /// The mutex's guard, for a lock that is not serial (released after `Drop::drop`).
+    _mutex: Option<std::sync::MutexGuard<'a, ()>>,
+}
+
+impl<T> Deref for DomainGuard<'_, T> {
+    type Target = T;
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the lock (the mutex, or the serial flag under the
+        // application's threading model), so no other reference to the value exists.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for DomainGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only use of the guard.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for DomainGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        if self._mutex.is_none() {
+            self.lock.held.store(false, Ordering::Release);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,5 +281,41 @@ mod tests {
         assert!(l.try_lock().is_none());
         drop(g);
         assert!(l.try_lock().is_some());
+    }
+
+    /// A serial lock hands out the value and takes it back like the full one, and a caller
+    /// that finds it held (the application broke its threading model) waits.
+    #[test]
+    fn a_serial_lock_still_waits_for_a_holder() {
+        let l = Arc::new(SpinLock::new_serial(0u64, true));
+        *l.lock() += 1;
+        let g = l.lock();
+        let l2 = l.clone();
+        let t = std::thread::spawn(move || {
+            *l2.lock() += 1;
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(*g, 1, "the second caller waits while the value is held");
+        drop(g);
+        t.join().unwrap();
+        assert_eq!(*l.lock(), 2);
+    }
+
+    /// Both kinds of `DomainLock` hand the value to one holder at a time.
+    #[test]
+    fn a_domain_lock_serializes_either_way() {
+        for serial in [false, true] {
+            let l = Arc::new(DomainLock::new(0u64, serial));
+            let g = l.lock();
+            assert!(l.try_lock().is_none());
+            let l2 = l.clone();
+            let t = std::thread::spawn(move || *l2.lock() += 1);
+            std::thread::sleep(Duration::from_millis(20));
+            assert_eq!(*g, 0, "the second caller waits while the value is held");
+            drop(g);
+            t.join().unwrap();
+            *l.try_lock().unwrap() += 1;
+            assert_eq!(*l.lock(), 2);
+        }
     }
 }

@@ -84,8 +84,11 @@ pub struct Cq {
     /// When the reads that found nothing began (`spin_clock` nanoseconds; 0: the last read
     /// found something; `YIELDING`: past `SPIN_BEFORE_YIELD`): see `spun`.
     empty_since: AtomicU64,
-    /// Empty reads since the clock was last read (see `spun`).
+    /// Empty reads since the clock was last read, or, once yielding, since the last yield
+    /// (see `spun`).
     empty_reads: AtomicU32,
+    /// Once yielding: every how many empty reads one yields (a power of two, see `spun`).
+    yield_every: AtomicU32,
     sources: Sources,
     signaled: AtomicBool,
     wait: Option<WaitObj>,
@@ -107,6 +110,20 @@ const SPIN_BEFORE_YIELD: std::time::Duration = std::time::Duration::from_micros(
 const CLOCK_EVERY: u32 = 32;
 /// `Cq::empty_since` once the reads have spun `SPIN_BEFORE_YIELD`.
 const YIELDING: u64 = u64::MAX;
+/// A yield shorter than this gave the CPU to no one: nothing else wanted to run.
+const FRUITLESS_YIELD_NS: u64 = 5_000;
+/// At most every how many empty reads a reader whose yields are fruitless yields.
+const MAX_YIELD_EVERY: u32 = 256;
+
+/// Every how many empty reads a yielding reader yields next, after a yield that took `took_ns`
+/// with one every `every` (`Cq::yield_sometimes`).
+fn next_yield_every(every: u32, took_ns: u64) -> u32 {
+    if took_ns < FRUITLESS_YIELD_NS {
+        every.saturating_mul(2).min(MAX_YIELD_EVERY)
+    } else {
+        1
+    }
+}
 
 /// Monotonic nanoseconds since the first call, never 0.
 fn spin_clock() -> u64 {
@@ -118,6 +135,12 @@ fn spin_clock() -> u64 {
 impl Cq {
     /// fi_cq_open(3): `size` 0 picks a default; format UNSPEC becomes CONTEXT.
     pub fn new(attr: &CqAttr) -> Result<Arc<Cq>> {
+        Self::new_serial(attr, false)
+    }
+
+    /// `new` for a domain whose application serializes every call into it (`serial`:
+    /// `Domain::serialized`): the queue's lock then takes no locked instruction (`sys::lock`).
+    pub fn new_serial(attr: &CqAttr, serial: bool) -> Result<Arc<Cq>> {
         let mut attr = *attr;
         if attr.format == FI_CQ_FORMAT_UNSPEC {
             attr.format = FI_CQ_FORMAT_CONTEXT;
@@ -131,10 +154,11 @@ impl Cq {
         let wait = WaitObj::for_attr(attr.wait_obj)?;
         Ok(Arc::new(Cq {
             attr,
-            queue: SpinLock::new(VecDeque::with_capacity(attr.size.min(1 << 16))),
+            queue: SpinLock::new_serial(VecDeque::with_capacity(attr.size.min(1 << 16)), serial),
             queued: AtomicUsize::new(0),
             empty_since: AtomicU64::new(0),
             empty_reads: AtomicU32::new(0),
+            yield_every: AtomicU32::new(1),
             sources: Sources::default(),
             signaled: AtomicBool::new(false),
             wait,
@@ -233,8 +257,8 @@ impl Cq {
         r
     }
 
-    /// After reads have found nothing for `SPIN_BEFORE_YIELD`, each further empty read gives
-    /// up the CPU (`sched_yield`): the completion it waits for needs another thread (a peer
+    /// After reads have found nothing for `SPIN_BEFORE_YIELD`, further empty reads give up the
+    /// CPU (`sched_yield`; how often: `yield_sometimes`): the completion it waits for needs another thread (a peer
     /// endpoint's, maybe in another process) to run, and with more spinning threads than cores
     /// a reader that keeps its whole time slice delays that thread by as much (fabtests'
     /// `fi_rdm_bw_mt -n 32` on two cores: every 1 MiB rendezvous waited tens of milliseconds).
@@ -255,7 +279,7 @@ impl Cq {
             return;
         }
         if since == YIELDING {
-            std::thread::yield_now();
+            self.yield_sometimes();
             return;
         }
         // The first look comes CLOCK_EVERY reads in as well: a source that keeps making
@@ -270,8 +294,32 @@ impl Cq {
             self.empty_since.store(now, Ordering::Relaxed);
         } else if now.saturating_sub(since) >= SPIN_BEFORE_YIELD.as_nanos() as u64 {
             self.empty_since.store(YIELDING, Ordering::Relaxed);
-            std::thread::yield_now();
+            self.yield_every.store(1, Ordering::Relaxed);
+            self.empty_reads.store(0, Ordering::Relaxed);
+            self.yield_sometimes();
         }
+    }
+
+    /// A yielding reader's empty read: yields on every `yield_every`-th one. A yield that
+    /// returns at once found nothing else to run (a program polling this CQ between other
+    /// work, a sender's CQ that injects complete nothing into: each such read was a
+    /// `sched_yield` system call, 0.3–0.5 µs here), so the next comes twice as many reads
+    /// later, up to `MAX_YIELD_EVERY`; one that gave the CPU away (the thread a completion
+    /// waits for ran) makes every read yield again.
+    #[cold]
+    fn yield_sometimes(&self) {
+        let every = self.yield_every.load(Ordering::Relaxed);
+        let n = self.empty_reads.load(Ordering::Relaxed).wrapping_add(1);
+        if n < every {
+            self.empty_reads.store(n, Ordering::Relaxed);
+            return;
+        }
+        self.empty_reads.store(0, Ordering::Relaxed);
+        let before = spin_clock();
+        std::thread::yield_now();
+        let took = spin_clock().saturating_sub(before);
+        self.yield_every
+            .store(next_yield_every(every, took), Ordering::Relaxed);
     }
 
     /// A source bound to this CQ made progress (handled a peer's commands): reads that find
@@ -399,6 +447,18 @@ mod tests {
             wait_obj: FI_WAIT_UNSPEC,
             wait_cond: 0,
         }
+    }
+
+    /// Yields that give the CPU to no one come ever fewer reads apart, up to a bound; one that
+    /// gave it away brings back a yield on every read.
+    #[test]
+    fn fruitless_yields_back_off() {
+        let mut every = 1;
+        for expect in [2, 4, 8, 16, 32, 64, 128, 256, 256] {
+            every = next_yield_every(every, 400);
+            assert_eq!(every, expect);
+        }
+        assert_eq!(next_yield_every(every, 2_000_000), 1);
     }
 
     /// Without a wait object (epoll and eventfd), for what does not wait: Miri runs these.

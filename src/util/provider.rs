@@ -56,6 +56,13 @@ pub trait Domain: Send + Sync {
     /// fi_mr_reg(3) family.
     fn mr_reg(&self, req: &MrRequest) -> Result<Arc<Mr>>;
 
+    /// Whether the application serializes every call into this domain's objects (fi_domain(3)
+    /// `FI_THREAD_DOMAIN`) and the provider runs no thread of its own on them: their queues'
+    /// locks may then skip their locked instructions (`sys::lock`), as upstream's do.
+    fn serialized(&self) -> bool {
+        false
+    }
+
     /// fi_query_atomic(3): `kind` from the flags (`FI_FETCH_ATOMIC`, `FI_COMPARE_ATOMIC`).
     fn query_atomic(
         &self,

@@ -427,7 +427,15 @@ impl<U> Clone for SharedRxQueue<U> {
 
 impl<U> SharedRxQueue<U> {
     pub fn new(directed: bool) -> SharedRxQueue<U> {
-        SharedRxQueue(Arc::new(SpinLock::new(RxQueue::new(directed))))
+        Self::new_serial(directed, false)
+    }
+
+    /// A queue whose callers the application serializes when `serial` (`sys::lock`).
+    pub fn new_serial(directed: bool, serial: bool) -> SharedRxQueue<U> {
+        SharedRxQueue(Arc::new(SpinLock::new_serial(
+            RxQueue::new(directed),
+            serial,
+        )))
     }
 
     pub fn lock(&self) -> SpinGuard<'_, RxQueue<U>> {

@@ -367,21 +367,28 @@ impl ShmProvider {
             return Err(Errno::NODEV);
         }
         let mr_mode = info.domain_attr.mr_mode;
-        Ok(Self::domain_with(Arc::new(MrMap::new(mr_mode, 8)), mr_mode))
+        // shm runs no thread of its own: progress is the application's calls.
+        let serialized = info.domain_attr.threading == FI_THREAD_DOMAIN;
+        Ok(Self::domain_with(
+            Arc::new(MrMap::new(mr_mode, 8)),
+            mr_mode,
+            serialized,
+        ))
     }
 
     /// The domain of the shm endpoints that carry another provider's local peers (peer mode):
     /// it checks remote accesses against that provider's registrations, so the keys the
     /// application exchanged work through either path.
     pub fn peer_domain(mr_map: Arc<MrMap>, mr_mode: i32) -> Arc<ShmDomain> {
-        Self::domain_with(mr_map, mr_mode)
+        Self::domain_with(mr_map, mr_mode, false)
     }
 
-    fn domain_with(mr_map: Arc<MrMap>, mr_mode: i32) -> Arc<ShmDomain> {
+    fn domain_with(mr_map: Arc<MrMap>, mr_mode: i32, serialized: bool) -> Arc<ShmDomain> {
         Arc::new_cyclic(|me| ShmDomain {
             me: me.clone(),
             mr_map,
             mr_mode,
+            serialized,
         })
     }
 }
@@ -390,6 +397,8 @@ pub struct ShmDomain {
     me: std::sync::Weak<ShmDomain>,
     mr_map: Arc<MrMap>,
     mr_mode: i32,
+    /// `Domain::serialized`: the application asked for `FI_THREAD_DOMAIN`.
+    pub(crate) serialized: bool,
 }
 
 impl ShmDomain {
@@ -414,6 +423,10 @@ impl ShmDomain {
 impl Domain for ShmDomain {
     fn endpoint(&self, info: &Info) -> Result<Arc<dyn Endpoint>> {
         Ok(self.open_endpoint(info)?)
+    }
+
+    fn serialized(&self) -> bool {
+        self.serialized
     }
 
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<Av>> {
@@ -464,6 +477,26 @@ mod tests {
         let c = region_name("fi_shm://a_b");
         assert_ne!(b, c);
         assert!(!b[1..].contains('/'));
+    }
+
+    /// Only a domain whose application serializes every call (`FI_THREAD_DOMAIN`) drops its
+    /// queues' locked instructions; a peer domain (another provider's threads) never does.
+    #[test]
+    fn only_thread_domain_domains_are_serialized() {
+        for (threading, serialized) in [
+            (FI_THREAD_DOMAIN, true),
+            (FI_THREAD_SAFE, false),
+            (FI_THREAD_COMPLETION, false),
+            (FI_THREAD_ENDPOINT, false),
+            (FI_THREAD_UNSPEC, false),
+        ] {
+            let mut info = Info::default();
+            info.domain_attr.threading = threading;
+            let d = ShmProvider::open_domain(&info).unwrap();
+            assert_eq!(Domain::serialized(&*d), serialized, "threading {threading}");
+        }
+        let peer = ShmProvider::peer_domain(Arc::new(MrMap::new(0, 8)), 0);
+        assert!(!Domain::serialized(&*peer));
     }
 
     #[test]

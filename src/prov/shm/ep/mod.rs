@@ -38,7 +38,9 @@ pub use rx::Pending;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, OnceLock, Weak};
+
+use crate::sys::lock::{DomainGuard, DomainLock};
 
 use super::cmd::*;
 use super::region::{BOUNCE_BUFS, BOUNCE_SIZE, BufLease, Region};
@@ -161,7 +163,7 @@ pub struct ShmEndpoint {
     caps: u64,
     flags: OpFlags,
     cma: bool,
-    inner: Mutex<Inner>,
+    inner: DomainLock<Inner>,
     idle: Arc<IdleHint>,
     /// `Inner::rxq`, reachable without the endpoint's lock: a receive that matches nothing
     /// waiting is posted under the queue's lock alone (`post_recv`).
@@ -209,7 +211,7 @@ impl Inner {
 
 /// The endpoint's state, locked; on release it tells the idle hint what is left to do.
 struct Locked<'a> {
-    g: MutexGuard<'a, Inner>,
+    g: DomainGuard<'a, Inner>,
     idle: &'a IdleHint,
 }
 
@@ -286,7 +288,7 @@ impl ShmEndpoint {
         if caps & !super::SHM_CAPS != 0 {
             return Err(Errno::NODATA);
         }
-        let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
+        let rxq = SharedRxQueue::new_serial(caps & FI_DIRECTED_RECV != 0, domain.serialized);
         let name = endpoint_name(info.src_addr.as_deref());
         let (tx, rx) = (info.tx_attr.op_flags, info.rx_attr.op_flags);
         Ok(Self::build(domain, caps, (tx, rx), name, rxq, None))
@@ -313,6 +315,7 @@ impl ShmEndpoint {
         rxq: SharedRxQueue<Pending>,
         peer_mode: Option<PeerMode>,
     ) -> Arc<ShmEndpoint> {
+        let serial = domain.serialized;
         Arc::new_cyclic(|me| ShmEndpoint {
             me: me.clone(),
             domain,
@@ -321,35 +324,38 @@ impl ShmEndpoint {
             cma: cma_enabled(),
             rxq: rxq.clone(),
             live: AtomicBool::new(false),
-            inner: Mutex::new(Inner {
-                enabled: false,
-                closed: false,
-                name,
-                region: None,
-                token: 0,
-                av: None,
-                peer_mode,
-                tx_cq: None,
-                rx_cq: None,
-                cntr: Counters::default(),
-                rxq,
-                peers: Vec::new(),
-                by_addr: U64Map::default(),
-                av_removals: 0,
-                by_token: U64Map::default(),
-                tx_ops: Slab::new(),
-                rx_ops: Slab::new(),
-                tx_pushing: Vec::new(),
-                rx_pushing: Vec::new(),
-                outbox: VecDeque::new(),
-                last_liveness_ms: crate::sys::os::coarse_clock_ms(),
-                passes: 0,
-                dropped: 0,
-                lent_to: [None; BOUNCE_BUFS],
-                last_reclaim_ms: 0,
-                mr_cache: MrCache::default(),
-                iov_scratch: Vec::new(),
-            }),
+            inner: DomainLock::new(
+                Inner {
+                    enabled: false,
+                    closed: false,
+                    name,
+                    region: None,
+                    token: 0,
+                    av: None,
+                    peer_mode,
+                    tx_cq: None,
+                    rx_cq: None,
+                    cntr: Counters::default(),
+                    rxq,
+                    peers: Vec::new(),
+                    by_addr: U64Map::default(),
+                    av_removals: 0,
+                    by_token: U64Map::default(),
+                    tx_ops: Slab::new(),
+                    rx_ops: Slab::new(),
+                    tx_pushing: Vec::new(),
+                    rx_pushing: Vec::new(),
+                    outbox: VecDeque::new(),
+                    last_liveness_ms: crate::sys::os::coarse_clock_ms(),
+                    passes: 0,
+                    dropped: 0,
+                    lent_to: [None; BOUNCE_BUFS],
+                    last_reclaim_ms: 0,
+                    mr_cache: MrCache::default(),
+                    iov_scratch: Vec::new(),
+                },
+                serial,
+            ),
             idle: Arc::new(IdleHint {
                 state: AtomicU8::new(ASLEEP),
                 ring: OnceLock::new(),
@@ -359,7 +365,7 @@ impl ShmEndpoint {
 
     fn lock(&self) -> Locked<'_> {
         Locked {
-            g: self.inner.lock().unwrap_or_else(|e| e.into_inner()),
+            g: self.inner.lock(),
             idle: &self.idle,
         }
     }
@@ -408,7 +414,7 @@ impl Progress for ShmEndpoint {
             return;
         }
         // A thread already progressing this endpoint does the work for everyone.
-        let Ok(g) = self.inner.try_lock() else {
+        let Some(g) = self.inner.try_lock() else {
             return;
         };
         let mut g = Locked {
