@@ -140,18 +140,17 @@ pub fn transparent_huge_page_size() -> Option<usize> {
 /// nothing else changes (no block is filled that the program has not touched, and the range's
 /// policy for later faults stays the program's). Returns the bytes collapsed.
 ///
-/// `keep_going` is asked before each block (the registration may have been closed). A block
-/// the kernel finds busy (`EAGAIN`: a page of it pinned or locked at the moment, as a peer's
+/// A block the kernel finds busy (`EAGAIN`: a page of it pinned or locked at the moment, as a peer's
 /// copy into it does) is tried again after the others, up to `BUSY_RETRIES` more rounds a
 /// millisecond apart; any other refusal ends the range (before 6.1, memory that is not
 /// anonymous; `ENOMEM`: no free huge page, and each try may compact memory first). Slow (the
-/// kernel copies each block: 0.25–5 ms per 2 MiB here): a registration leaves most of it to a
-/// thread (`util::huge_pages`).
+/// kernel copies each block: 0.25–5 ms per 2 MiB here): a process spends a bounded budget on it
+/// (`util::huge_pages`).
 ///
 /// Why: a peer's `process_vm_writev`/`readv` into or out of this memory pins it page by page
 /// (`get_user_pages`), and every copy into or out of it walks it page by page; on 2 MiB pages
 /// both cost a 512th (`util::huge_pages` has the figures).
-pub fn collapse_resident(addr: usize, len: usize, mut keep_going: impl FnMut() -> bool) -> usize {
+pub fn collapse_resident(addr: usize, len: usize) -> usize {
     const BUSY_RETRIES: usize = 3;
     let Some(huge) = transparent_huge_page_size() else {
         return 0;
@@ -178,9 +177,6 @@ pub fn collapse_resident(addr: usize, len: usize, mut keep_going: impl FnMut() -
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         for &block in &blocks {
-            if !keep_going() {
-                return collapsed;
-            }
             // SAFETY: mincore only reads the page tables of this range of our own address
             // space and writes one byte per 4 KiB page into `resident`, which has room for a
             // block; unmapped memory gives ENOMEM, which skips the block.
@@ -300,12 +296,7 @@ mod tests {
         s[untouched.start] = 1;
         assert_eq!(resident(&s[untouched.clone()]), 1);
         let whole = first..untouched.end;
-        // Asked to stop before the first block (the registration closed): nothing moves.
-        assert_eq!(
-            collapse_resident(s[whole.clone()].as_ptr() as usize, whole.len(), || false),
-            0
-        );
-        let collapsed = collapse_resident(s[whole.clone()].as_ptr() as usize, whole.len(), || true);
+        let collapsed = collapse_resident(s[whole.clone()].as_ptr() as usize, whole.len());
         assert!(collapsed <= 3 * huge, "only the filled blocks");
         assert_eq!(resident(&s[untouched]), 1, "nothing populated that was not");
         assert!(
@@ -316,10 +307,7 @@ mod tests {
             "the bytes stay"
         );
         // An unaligned range holds no whole block.
-        assert_eq!(
-            collapse_resident(s.as_ptr() as usize + first + 1, huge, || true),
-            0
-        );
+        assert_eq!(collapse_resident(s.as_ptr() as usize + first + 1, huge), 0);
         if transparent_huge_page_size().is_none() {
             assert_eq!(collapsed, 0, "THP off: nothing moves");
         }
