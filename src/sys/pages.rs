@@ -140,12 +140,12 @@ pub fn transparent_huge_page_size() -> Option<usize> {
 /// nothing else changes (no block is filled that the program has not touched, and the range's
 /// policy for later faults stays the program's). Returns the bytes collapsed.
 ///
-/// A block the kernel finds busy (`EAGAIN`: a page of it pinned or locked at the moment, as a peer's
-/// copy into it does) is tried again after the others, up to `BUSY_RETRIES` more rounds a
-/// millisecond apart; any other refusal ends the range (before 6.1, memory that is not
+/// A block the kernel finds busy (`EAGAIN`: a page of it pinned or locked at the moment, as a
+/// peer's copy into it does) is tried again after the others, up to `BUSY_RETRIES` more rounds
+/// a millisecond apart; any other refusal ends the range (before 6.1, memory that is not
 /// anonymous; `ENOMEM`: no free huge page, and each try may compact memory first). Slow (the
-/// kernel copies each block: 0.25–5 ms per 2 MiB here): a process spends a bounded budget on it
-/// (`util::huge_pages`).
+/// kernel copies each block: 0.25–5 ms per 2 MiB here): a process spends a bounded budget on
+/// it (`util::huge_pages`).
 ///
 /// Why: a peer's `process_vm_writev`/`readv` into or out of this memory pins it page by page
 /// (`get_user_pages`), and every copy into or out of it walks it page by page; on 2 MiB pages

@@ -258,10 +258,11 @@ impl Cq {
     }
 
     /// After reads have found nothing for `SPIN_BEFORE_YIELD`, further empty reads give up the
-    /// CPU (`sched_yield`; how often: `yield_sometimes`): the completion it waits for needs another thread (a peer
-    /// endpoint's, maybe in another process) to run, and with more spinning threads than cores
-    /// a reader that keeps its whole time slice delays that thread by as much (fabtests'
-    /// `fi_rdm_bw_mt -n 32` on two cores: every 1 MiB rendezvous waited tens of milliseconds).
+    /// CPU (`sched_yield`; how often: `yield_sometimes`): the completion it waits for needs
+    /// another thread (a peer endpoint's, maybe in another process) to run, and with more
+    /// spinning threads than cores a reader that keeps its whole time slice delays that thread
+    /// by as much (fabtests' `fi_rdm_bw_mt -n 32` on two cores: every 1 MiB rendezvous waited
+    /// tens of milliseconds).
     /// Without other runnable threads the yield returns at once.
     ///
     /// The clock is read once every `CLOCK_EVERY` empty reads: a read costs about as much as
