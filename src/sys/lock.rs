@@ -99,10 +99,19 @@ impl<T> SpinLock<T> {
     }
 
     pub fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
-        self.locked
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-            .then_some(SpinGuard { lock: self })
+        let taken = if self.serial {
+            !self.locked.load(Ordering::Relaxed) && {
+                self.locked.store(true, Ordering::Relaxed);
+                true
+            }
+        } else {
+            self.locked
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        };
+        // `then`, not `then_some`: a guard made and dropped on failure would release the lock
+        // its holder has.
+        taken.then(|| SpinGuard { lock: self })
     }
 
     pub fn get_mut(&mut self) -> &mut T {
@@ -150,15 +159,24 @@ impl<T> Drop for SpinGuard<'_, T> {
 }
 
 /// A `Mutex` for sections that may be long or contended (an endpoint's state: its progress
-/// copies messages under it), which a `serial` domain (see the module's notes) skips: there it
-/// takes and releases with plain loads and stores. No poisoning: a panic while it is held
-/// releases it (the callers of `Mutex` here ignored poisoning).
+/// copies messages under it), which a `serial` domain (see the module's notes) replaces with a
+/// serial `SpinLock`: plain loads and stores. No poisoning: a panic while it is held releases
+/// it (the callers of `Mutex` here ignored poisoning).
 pub struct DomainLock<T> {
-    mutex: std::sync::Mutex<()>,
-    /// Held, for a serial lock (the mutex is not used then).
-    held: AtomicBool,
-    serial: bool,
+    raw: RawLock,
     value: UnsafeCell<T>,
+}
+
+enum RawLock {
+    Serial(SpinLock<()>),
+    Shared(std::sync::Mutex<()>),
+}
+
+/// What a `DomainGuard` holds: never read, only dropped with the guard, which releases it.
+#[allow(dead_code)]
+enum Held<'a> {
+    Serial(SpinGuard<'a, ()>),
+    Shared(std::sync::MutexGuard<'a, ()>),
 }
 
 // SAFETY: as for `SpinLock`: the value goes to one thread at a time, by the mutex or, when
@@ -170,53 +188,39 @@ unsafe impl<T: Send> Sync for DomainLock<T> {}
 impl<T> DomainLock<T> {
     pub fn new(value: T, serial: bool) -> DomainLock<T> {
         DomainLock {
-            mutex: std::sync::Mutex::new(()),
-            held: AtomicBool::new(false),
-            serial,
+            raw: if serial {
+                RawLock::Serial(SpinLock::new_serial((), true))
+            } else {
+                RawLock::Shared(std::sync::Mutex::new(()))
+            },
             value: UnsafeCell::new(value),
         }
     }
 
     #[inline]
     pub fn lock(&self) -> DomainGuard<'_, T> {
-        if self.serial {
-            // A caller that breaks the threading model and finds it held waits (yielding:
-            // the holder may be descheduled on our core).
-            while self.held.load(Ordering::Relaxed) {
-                std::thread::yield_now();
-            }
-            self.held.store(true, Ordering::Relaxed);
-            DomainGuard {
-                lock: self,
-                _mutex: None,
-            }
-        } else {
-            DomainGuard {
-                lock: self,
-                _mutex: Some(self.mutex.lock().unwrap_or_else(|e| e.into_inner())),
-            }
+        let held = match &self.raw {
+            RawLock::Serial(l) => Held::Serial(l.lock()),
+            RawLock::Shared(m) => Held::Shared(m.lock().unwrap_or_else(|e| e.into_inner())),
+        };
+        DomainGuard {
+            lock: self,
+            _held: held,
         }
     }
 
     pub fn try_lock(&self) -> Option<DomainGuard<'_, T>> {
-        if self.serial {
-            if self.held.load(Ordering::Relaxed) {
-                return None;
-            }
-            self.held.store(true, Ordering::Relaxed);
-            return Some(DomainGuard {
-                lock: self,
-                _mutex: None,
-            });
-        }
-        let m = match self.mutex.try_lock() {
-            Ok(m) => m,
-            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
+        let held = match &self.raw {
+            RawLock::Serial(l) => Held::Serial(l.try_lock()?),
+            RawLock::Shared(m) => Held::Shared(match m.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            }),
         };
         Some(DomainGuard {
             lock: self,
-            _mutex: Some(m),
+            _held: held,
         })
     }
 }
@@ -224,15 +228,14 @@ impl<T> DomainLock<T> {
 /// `DomainLock`'s guard: the value while it lives.
 pub struct DomainGuard<'a, T> {
     lock: &'a DomainLock<T>,
-    /// The mutex's guard, for a lock that is not serial (released after `Drop::drop`).
-    _mutex: Option<std::sync::MutexGuard<'a, ()>>,
+    _held: Held<'a>,
 }
 
 impl<T> Deref for DomainGuard<'_, T> {
     type Target = T;
     #[inline]
     fn deref(&self) -> &T {
-        // SAFETY: this guard holds the lock (the mutex, or the serial flag under the
+        // SAFETY: this guard holds the lock (the mutex, or the serial lock under the
         // application's threading model), so no other reference to the value exists.
         unsafe { &*self.lock.value.get() }
     }
@@ -243,15 +246,6 @@ impl<T> DerefMut for DomainGuard<'_, T> {
     fn deref_mut(&mut self) -> &mut T {
         // SAFETY: as in `deref`, and `&mut self` makes this the only use of the guard.
         unsafe { &mut *self.lock.value.get() }
-    }
-}
-
-impl<T> Drop for DomainGuard<'_, T> {
-    #[inline]
-    fn drop(&mut self) {
-        if self._mutex.is_none() {
-            self.lock.held.store(false, Ordering::Release);
-        }
     }
 }
 
@@ -279,6 +273,10 @@ mod tests {
         assert_eq!(*l.lock(), 40_000);
         let g = l.lock();
         assert!(l.try_lock().is_none());
+        assert!(
+            l.try_lock().is_none(),
+            "a failed try_lock leaves the holder's lock held"
+        );
         drop(g);
         assert!(l.try_lock().is_some());
     }

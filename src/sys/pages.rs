@@ -140,10 +140,9 @@ pub fn transparent_huge_page_size() -> Option<usize> {
 /// nothing else changes (no block is filled that the program has not touched, and the range's
 /// policy for later faults stays the program's). Returns the bytes collapsed.
 ///
-/// A block the kernel finds busy (`EAGAIN`: a page of it pinned or locked at the moment, as a
-/// peer's copy into it does) is tried again after the others, up to `BUSY_RETRIES` more rounds
-/// a millisecond apart; any other refusal ends the range (before 6.1, memory that is not
-/// anonymous; `ENOMEM`: no free huge page, and each try may compact memory first). Slow (the
+/// A block the kernel finds busy (`EAGAIN`: a page of it pinned or locked at the moment) is
+/// skipped; any other refusal ends the range (before 6.1, memory that is not anonymous;
+/// `ENOMEM`: no free huge page, and each try may compact memory first). Slow (the
 /// kernel copies each block: 0.25–5 ms per 2 MiB here): a process spends a bounded budget on
 /// it (`util::huge_pages`).
 ///
@@ -151,7 +150,6 @@ pub fn transparent_huge_page_size() -> Option<usize> {
 /// (`get_user_pages`), and every copy into or out of it walks it page by page; on 2 MiB pages
 /// both cost a 512th (`util::huge_pages` has the figures).
 pub fn collapse_resident(addr: usize, len: usize) -> usize {
-    const BUSY_RETRIES: usize = 3;
     let Some(huge) = transparent_huge_page_size() else {
         return 0;
     };
@@ -167,35 +165,21 @@ pub fn collapse_resident(addr: usize, len: usize) -> usize {
     };
     let mut resident = vec![0u8; huge / page];
     let mut collapsed = 0;
-    let mut busy = Vec::new();
-    let mut blocks: Vec<usize> = (start..end).step_by(huge).collect();
-    for round in 0..=BUSY_RETRIES {
-        if round > 0 {
-            if blocks.is_empty() {
-                break;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+    for block in (start..end).step_by(huge) {
+        // SAFETY: mincore only reads the page tables of this range of our own address space
+        // and writes one byte per 4 KiB page into `resident`, which has room for a block;
+        // unmapped memory gives ENOMEM, which skips the block.
+        let r = unsafe { libc::mincore(block as *mut libc::c_void, huge, resident.as_mut_ptr()) };
+        if r != 0 || !resident.iter().all(|&b| b & 1 != 0) {
+            continue;
         }
-        for &block in &blocks {
-            // SAFETY: mincore only reads the page tables of this range of our own address
-            // space and writes one byte per 4 KiB page into `resident`, which has room for a
-            // block; unmapped memory gives ENOMEM, which skips the block.
-            let r =
-                unsafe { libc::mincore(block as *mut libc::c_void, huge, resident.as_mut_ptr()) };
-            if r != 0 || !resident.iter().all(|&b| b & 1 != 0) {
-                continue;
-            }
-            // SAFETY: MADV_COLLAPSE moves the block's contents to a huge page and changes no
-            // byte the program sees; the range is inside memory the program registered.
-            if unsafe { libc::madvise(block as *mut libc::c_void, huge, MADV_COLLAPSE) } == 0 {
-                collapsed += huge;
-            } else if std::io::Error::last_os_error().raw_os_error() == Some(libc::EAGAIN) {
-                busy.push(block);
-            } else {
-                return collapsed;
-            }
+        // SAFETY: MADV_COLLAPSE moves the block's contents to a huge page and changes no byte
+        // the program sees; the range is inside memory the program registered.
+        if unsafe { libc::madvise(block as *mut libc::c_void, huge, MADV_COLLAPSE) } == 0 {
+            collapsed += huge;
+        } else if std::io::Error::last_os_error().raw_os_error() != Some(libc::EAGAIN) {
+            return collapsed;
         }
-        blocks = std::mem::take(&mut busy);
     }
     collapsed
 }

@@ -19,7 +19,6 @@
 //! receive buffers gained nothing (tagged 1 MiB over shm: 12,625 and 12,879 MB/s without and
 //! with).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::abi::consts::*;
@@ -35,7 +34,7 @@ static LEFT: AtomicUsize = AtomicUsize::new(BUDGET);
 
 /// Moves `mr`'s host memory onto huge pages where it is resident, if it is opened to peers,
 /// while the process's budget lasts. See the module's notes.
-pub fn collapse_onto_huge_pages(mr: &Arc<Mr>) {
+pub fn collapse_onto_huge_pages(mr: &Mr) {
     collapse_with(mr, &LEFT)
 }
 
