@@ -47,9 +47,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             addr: from,
             qkey: src,
         };
-        if !self.index.contains_key(&key) {
-            self.learn(key);
-        }
+        // One lookup per datagram: the peer's index, once learned, serves the ack, the data
+        // and the back-off below.
+        let known = match self.index.get(&key) {
+            Some(&p) => Some(p),
+            None => {
+                self.learn(key);
+                self.index.get(&key).copied()
+            }
+        };
         match repr {
             Repr::Unreliable { .. } => {
                 if !rx_ready {
@@ -65,22 +71,23 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 let mut end = bytes.len();
                 if let Some((cum, sack)) = ack {
                     end -= ACK_TRAILER;
-                    if let Some(&p) = self.index.get(&key) {
+                    if let Some(p) = known {
                         self.stats.acks_received += 1;
                         self.on_ack(now, p, cum, sack);
                     }
                 }
-                self.on_data(now, key, seq, base, end, rx_ready)
+                let p = known.unwrap_or_else(|| self.peer(key, now));
+                self.on_data(now, p, seq, base, end, rx_ready)
             }
             Repr::Ack { cum, sack, .. } => {
-                if let Some(&p) = self.index.get(&key) {
+                if let Some(p) = known {
                     self.stats.acks_received += 1;
                     self.on_ack(now, p, cum, sack);
                 }
                 Arrival::Nothing
             }
             Repr::Rnr { seq, .. } => {
-                if let Some(&p) = self.index.get(&key) {
+                if let Some(p) = known {
                     self.stats.rnr_received += 1;
                     self.on_rnr(now, p, seq);
                 }
@@ -89,17 +96,18 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
     }
 
+    /// Data from peer `p`.
     fn on_data(
         &mut self,
         now: Time,
-        key: PeerKey<A>,
+        p: usize,
         seq: u32,
         base: u32,
         len: usize,
         rx_ready: bool,
     ) -> Arrival {
-        let p = self.peer(key, now);
         let peer = &mut self.peers[p];
+        let key = peer.key;
         peer.known_receiver = true;
         // The sender has settled everything below `base`: slide past it.
         if seq_lt(peer.expected, base) {
