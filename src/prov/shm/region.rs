@@ -448,7 +448,9 @@ impl Region {
     ///
     /// The lowest free one: a buffer the peer just released is taken again while its lines
     /// are still in a cache near us (4 KiB writes both ways, 7 runs: 4.2 -> 4.9 GB/s against
-    /// taking them in turn).
+    /// taking them in turn). Taking 4 KiB fills in turn through 256 buffers was tried too: 4 KiB
+    /// writes both ways gained a fifth to a half (the fill into a buffer the peer has just read
+    /// is the slow copy there), but one-way 4 KiB tagged sends lost half, so it was not kept.
     pub fn buf_lease(&self) -> Option<BufLease> {
         for i in 0..BOUNCE_BUFS {
             if self.buf_state(i).load(Ordering::Acquire) == BUF_FREE {
