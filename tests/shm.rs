@@ -562,7 +562,8 @@ fn rma_scenario() {
                 "injected {len} B landed"
             );
         }
-        for _ in 0..100 {
+        const REFUSALS: usize = fabric::prov::shm::BOUNCE_BUFS + 44;
+        for _ in 0..REFUSALS {
             inject(&[0xee; 4096], rma(0, 4096, key ^ 0x5555)).unwrap();
             let refused = n.wait(10).unwrap_err();
             assert_eq!((refused.err, refused.op_context), (FI_EACCES, 0));
@@ -595,7 +596,7 @@ fn rma_scenario() {
         let ro_want = pattern(4096, 9);
         let sizes = [1usize, 8, 247, 248, 249, 1000, 4095, 4096];
         let mut reads = Vec::new();
-        for (i, &len) in sizes.iter().cycle().take(200).enumerate() {
+        for (i, &len) in sizes.iter().cycle().take(600).enumerate() {
             let off = (i * 37) % (4096 - len + 1);
             let (s, _) = buf(len);
             let (a, b) = s.split_at_mut(len / 2);
@@ -633,8 +634,12 @@ fn rma_scenario() {
         )
         .unwrap();
         assert_eq!(n.wait(10).unwrap_err().err, FI_EACCES);
-        // 100 of them the refused injected writes to bounce buffers.
-        assert_eq!(n.cntr.readerr(), 107, "failed operations are counted");
+        // REFUSALS of them the refused injected writes to bounce buffers.
+        assert_eq!(
+            n.cntr.readerr(),
+            REFUSALS as u64 + 7,
+            "failed operations are counted"
+        );
         sync();
         sync();
     }
@@ -1386,7 +1391,7 @@ fn many_endpoints_exchange_mebibyte_messages_at_once() {
 #[test]
 fn a_small_writes_bounce_buffer_is_released_once() {
     const LEN: usize = 4096;
-    const BUFS: usize = 64; // the initiator's bounce buffers
+    const BUFS: usize = fabric::prov::shm::BOUNCE_BUFS; // the initiator's bounce buffers
     const WRITES: usize = 2 * BUFS + 1;
     let (a, b) = (Node::open(&SHM, CAPS), Node::open(&SHM, CAPS));
     let to_b = a.insert_hex(&b.name_hex());
@@ -1445,7 +1450,7 @@ fn a_small_writes_bounce_buffer_is_released_once() {
 #[test]
 fn bounce_buffers_lent_to_a_peer_that_dies_come_back() {
     const LEN: usize = 4096;
-    const BUFS: usize = 64; // the initiator's bounce buffers
+    const BUFS: usize = fabric::prov::shm::BOUNCE_BUFS; // the initiator's bounce buffers
     let (a, b, c) = (
         Node::open(&SHM, CAPS),
         Node::open(&SHM, CAPS),
@@ -1523,7 +1528,7 @@ fn bounce_buffers_lent_to_a_peer_that_dies_come_back() {
 #[test]
 fn result_buffers_lent_to_an_initiator_that_dies_come_back() {
     const WORDS: usize = 1024; // 8 KiB of results: more than a command's body
-    const BUFS: usize = 64; // the target's bounce buffers
+    const BUFS: usize = fabric::prov::shm::BOUNCE_BUFS; // the target's bounce buffers
     let (a, b, c) = (
         Node::open(&SHM, CAPS),
         Node::open(&SHM, CAPS),

@@ -18,6 +18,8 @@ use std::sync::{Arc, LazyLock};
 /// The command layout, for the fuzz harness (`crate::fuzzing`).
 pub(crate) use cmd::{Cmd, OP_CONNECT};
 pub use ep::{PeerMode, Pending, ShmEndpoint};
+/// How many bounce buffers an endpoint lends (tests exhaust them).
+pub use region::BOUNCE_BUFS;
 pub use region::CMD_SIZE;
 
 use crate::abi::consts::*;

@@ -19,7 +19,7 @@ use crate::core::{Errno, Result};
 use crate::sys::shm::ShmMap;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"fabricSM");
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// Command slots in the ring (a power of two).
 pub const RING_SLOTS: usize = 1024;
 /// Bytes of one slot: an 8-byte sequence word and the command.
@@ -29,8 +29,10 @@ pub const CMD_SIZE: usize = SLOT_SIZE - 8;
 /// Bytes of a command read before the length of the rest is known (its header).
 pub const CMD_PREFIX: usize = 48;
 /// Bounce buffers for data that cannot be copied across processes in one step (inject, results,
-/// and the segmented path used when cross-memory attach is unavailable).
-pub const BOUNCE_BUFS: usize = 64;
+/// and the segmented path used when cross-memory attach is unavailable). Enough that buffers
+/// taken in turn (`Region::buf_lease`) are reused only after a peer's cache let go of them
+/// (256 × 4 KiB is a 1 MiB L2); the region is sparse, so buffers never filled cost nothing.
+pub const BOUNCE_BUFS: usize = 256;
 pub const BOUNCE_SIZE: usize = 64 * 1024;
 
 /// How far ahead of the slot it fills a producer prefetches the next ones, and
@@ -102,6 +104,8 @@ pub struct Region {
     /// Owner only: ring slots before this position are handed back to producers; slots from
     /// here to the head were popped and are handed back by `release_consumed`.
     released: AtomicU64,
+    /// Owner only: where the search for a buffer taken in turn starts.
+    spread_next: AtomicU32,
 }
 
 impl Region {
@@ -130,6 +134,7 @@ impl Region {
             owner: true,
             leases: AtomicU32::new(0),
             released: AtomicU64::new(0),
+            spread_next: AtomicU32::new(0),
         };
         let h = r.header();
         h.version.store(VERSION, Ordering::Relaxed);
@@ -157,6 +162,7 @@ impl Region {
             owner: false,
             leases: AtomicU32::new(0),
             released: AtomicU64::new(0),
+            spread_next: AtomicU32::new(0),
         };
         let h = r.header();
         if h.magic.load(Ordering::Acquire) != MAGIC
@@ -438,25 +444,38 @@ impl Region {
         self.map.as_ptr().wrapping_add(BUF_OFF + i * BOUNCE_SIZE)
     }
 
-    /// Takes a free bounce buffer (owner only).
+    /// Takes the lowest free bounce buffer (owner only).
     pub fn buf_alloc(&self) -> Option<u32> {
-        self.buf_lease().map(|l| l.idx)
+        self.buf_lease(false).map(|l| l.idx)
     }
 
     /// Takes a free bounce buffer (owner only), with what `buf_reclaim` needs to take it back
-    /// should the peer it was lent to never release it.
+    /// should the peer it was lent to never release it: the lowest free one, or with
+    /// `in_turn` the next free one after the last so taken.
     ///
-    /// The lowest free one: a buffer the peer just released is taken again while its lines
-    /// are still in a cache near us (4 KiB writes both ways, 7 runs: 4.2 -> 4.9 GB/s against
-    /// taking them in turn). Taking 4 KiB fills in turn through 256 buffers was tried too: 4 KiB
-    /// writes both ways gained a fifth to a half (the fill into a buffer the peer has just read
-    /// is the slow copy there), but one-way 4 KiB tagged sends lost half, so it was not kept.
-    pub fn buf_lease(&self) -> Option<BufLease> {
-        for i in 0..BOUNCE_BUFS {
+    /// The lowest free one is usually the one the peer has just read and released. Refilling
+    /// it is cheap while the peer is idle, and dear while the peer is busy copying too (it
+    /// must give up each line of the buffer first). A buffer taken in turn has left the peer's
+    /// cache by then, but is cold. `rdtsc` around the 4 KiB fill (ticks): one-way tagged sends
+    /// 357–399 lowest free, 877–888 in turn; writes both ways 493–563 lowest free, 327–391 in
+    /// turn. The endpoint asks for `in_turn` when its traffic goes both ways
+    /// (`Inner::fill_in_turn`).
+    pub fn buf_lease(&self, in_turn: bool) -> Option<BufLease> {
+        let start = if in_turn {
+            self.spread_next.load(Ordering::Relaxed) as usize
+        } else {
+            0
+        };
+        for k in 0..BOUNCE_BUFS {
+            let i = (start + k) % BOUNCE_BUFS;
             if self.buf_state(i).load(Ordering::Acquire) == BUF_FREE {
                 let lease = self.leases.fetch_add(1, Ordering::Relaxed);
                 let state = BUF_USED | (lease << 1);
                 self.buf_state(i).store(state, Ordering::Relaxed);
+                if in_turn {
+                    self.spread_next
+                        .store(((i + 1) % BOUNCE_BUFS) as u32, Ordering::Relaxed);
+                }
                 return Some(BufLease {
                     idx: i as u32,
                     state,
@@ -774,17 +793,17 @@ mod tests {
         let owner = Region::create(&n, 1).unwrap();
         let peer = Region::open(&n).unwrap();
         // Lent and never released (its peer died holding it): taken back.
-        let held = owner.buf_lease().unwrap();
+        let held = owner.buf_lease(false).unwrap();
         owner.buf_reclaim(held);
         assert!(!owner.bufs_lent());
         // Released by the peer and lent again: the old lease no longer frees it.
-        let first = owner.buf_lease().unwrap();
+        let first = owner.buf_lease(false).unwrap();
         peer.buf_release(first.idx);
-        let again = owner.buf_lease().unwrap();
+        let again = owner.buf_lease(false).unwrap();
         assert_eq!(again.idx, first.idx, "the lowest free buffer is lent first");
         assert_ne!(again, first);
         owner.buf_reclaim(first);
-        let next = owner.buf_lease().unwrap();
+        let next = owner.buf_lease(false).unwrap();
         assert_ne!(next.idx, again.idx, "the later lending stands");
         owner.buf_reclaim(again);
         owner.buf_reclaim(next);
@@ -792,6 +811,41 @@ mod tests {
         assert_eq!(owner.buf_alloc(), Some(again.idx));
         // Nothing lent at the end, or the closed region's name would outlive the test.
         peer.buf_release(again.idx);
+    }
+
+    #[test]
+    fn buffers_taken_in_turn_wrap_and_pass_over_those_lent() {
+        let n = name();
+        let owner = Region::create(&n, 1).unwrap();
+        let peer = Region::open(&n).unwrap();
+        // Each one taken in turn, released at once, is followed by the next, around the end.
+        let mut taken = Vec::new();
+        for _ in 0..BOUNCE_BUFS + 2 {
+            let b = owner.buf_lease(true).unwrap().idx;
+            taken.push(b);
+            peer.buf_release(b);
+        }
+        let expected: Vec<u32> = (0..BOUNCE_BUFS as u32).chain([0, 1]).collect();
+        assert_eq!(taken, expected);
+        // The lowest free one is taken wherever the turn is.
+        let small = owner.buf_alloc().unwrap();
+        assert_eq!(small, 0);
+        // In turn, buffers still lent are passed over: once round, 0 (small) and 2 are.
+        let held = owner.buf_lease(true).unwrap().idx;
+        assert_eq!(held, 2);
+        let round: Vec<u32> = (0..BOUNCE_BUFS - 1)
+            .map(|_| {
+                let b = owner.buf_lease(true).unwrap().idx;
+                peer.buf_release(b);
+                b
+            })
+            .collect();
+        let expected: Vec<u32> = (3..BOUNCE_BUFS as u32).chain([1, 3]).collect();
+        assert_eq!(round, expected);
+        for b in [small, held] {
+            peer.buf_release(b);
+        }
+        assert!(!owner.bufs_lent());
     }
 
     #[test]

@@ -149,6 +149,8 @@ struct Inner {
     /// waiting on it (bounce sends, injected writes): the reader releases it, but one that
     /// dies first never will, so its leases are taken back when it is found dead.
     lent_to: [Option<(usize, BufLease)>; BOUNCE_BUFS],
+    /// Whether bounce fills take our buffers in turn (traffic both ways) or the lowest free.
+    fill_turn: tx::FillTurn,
     /// When `lent_to` was last searched for peers that are gone (`coarse_clock_ms`).
     last_reclaim_ms: u64,
     /// The region our last RMA target check found (`MrMap::verify_cached`).
@@ -350,6 +352,7 @@ impl ShmEndpoint {
                     passes: 0,
                     dropped: 0,
                     lent_to: [None; BOUNCE_BUFS],
+                    fill_turn: tx::FillTurn::default(),
                     last_reclaim_ms: 0,
                     mr_cache: MrCache::default(),
                     iov_scratch: Vec::new(),

@@ -263,6 +263,7 @@ impl ShmEndpoint {
                 Ok(())
             }
             PROTO_BOUNCE => {
+                g.fill_turn.copied_out(len);
                 let region = g.peers[p].region.clone();
                 let r = region
                     .as_ref()

@@ -425,6 +425,7 @@ impl ShmEndpoint {
                     );
                     return;
                 };
+                g.fill_turn.copied_out(total);
                 let data = r.buf_with(c.aux as u32, 0, total, |s| s.to_vec());
                 r.buf_release(c.aux as u32);
                 match data {
@@ -491,6 +492,7 @@ impl ShmEndpoint {
         let got = match &region {
             None => Some(scatter(&dest, 0, &c.body[..total])),
             Some(r) => {
+                g.fill_turn.copied_out(total);
                 let got = r.buf_with(c.aux as u32, 0, total, |s| scatter(&dest, 0, s));
                 r.buf_release(c.aux as u32);
                 got

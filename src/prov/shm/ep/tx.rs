@@ -99,6 +99,45 @@ impl TxOp {
     }
 }
 
+/// Which of our bounce buffers a fill takes (`Region::buf_lease`): the lowest free one, or,
+/// while this endpoint also copies out of its peers' bounce buffers (traffic both ways), the
+/// next one in turn. Decided again every `WINDOW` fills of `MIN` bytes or more.
+#[derive(Debug, Default)]
+pub(super) struct FillTurn {
+    fills: u32,
+    copied_out: u32,
+    in_turn: bool,
+}
+
+impl FillTurn {
+    /// Smaller fills always take the lowest free buffer: in turn, 512 B and 1 KiB writes both
+    /// ways lost a third (their few lines are cheap to take back from a busy peer).
+    const MIN: usize = 4096;
+    const WINDOW: u32 = 64;
+
+    /// A fill of `len` bytes is about to take a buffer: whether it takes the next in turn.
+    pub(super) fn fill(&mut self, len: usize) -> bool {
+        if len < Self::MIN {
+            return false;
+        }
+        self.fills += 1;
+        if self.fills >= Self::WINDOW {
+            // Both ways: at least one copy out for every four fills.
+            self.in_turn = self.copied_out * 4 >= self.fills;
+            self.fills = 0;
+            self.copied_out = 0;
+        }
+        self.in_turn
+    }
+
+    /// We copied `len` bytes out of a peer's bounce buffer.
+    pub(super) fn copied_out(&mut self, len: usize) {
+        if len >= Self::MIN {
+            self.copied_out = self.copied_out.saturating_add(1);
+        }
+    }
+}
+
 impl Inner {
     /// Lends one of our bounce buffers to peer `p`, `len` bytes of it filled by `fill`, with a
     /// command after which nothing of ours waits on it (a bounce send, an injected write, a
@@ -122,10 +161,11 @@ impl Inner {
         len: usize,
         fill: impl FnOnce(&mut [u8]),
     ) -> Option<BufLease> {
-        let mut lease = self.region.as_deref()?.buf_lease();
+        let in_turn = self.fill_turn.fill(len);
+        let mut lease = self.region.as_deref()?.buf_lease(in_turn);
         if lease.is_none() {
             self.reclaim_from_gone();
-            lease = self.region.as_deref()?.buf_lease();
+            lease = self.region.as_deref()?.buf_lease(in_turn);
         }
         let lease = lease?;
         self.region.as_deref()?.buf_fill(lease.idx, len, fill);
@@ -366,6 +406,7 @@ impl ShmEndpoint {
             let copied = match c.proto {
                 PROTO_INLINE if n <= BODY => scatter(dest, 0, &c.body[..n]) == n,
                 PROTO_BOUNCE => {
+                    g.fill_turn.copied_out(n);
                     let r = g.peers[p].region.clone();
                     let ok = r
                         .as_ref()
@@ -384,5 +425,40 @@ impl ShmEndpoint {
             }
         }
         g.complete_tx(tx.context, tx.flags, tx.cq_flags, tx.len, tx.cntr);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FillTurn;
+
+    #[test]
+    fn fills_go_in_turn_only_while_traffic_goes_both_ways() {
+        let mut t = FillTurn::default();
+        // One way: only fills, never a copy out of a peer's buffer.
+        assert!((0..3 * FillTurn::WINDOW).all(|_| !t.fill(4096)));
+        // Both ways: a copy out per fill; the next decision turns to taking them in turn.
+        let took: Vec<bool> = (0..2 * FillTurn::WINDOW)
+            .map(|_| {
+                t.copied_out(4096);
+                t.fill(4096)
+            })
+            .collect();
+        assert!(!took[0], "decided only at the end of a window");
+        assert!(took[FillTurn::WINDOW as usize..].iter().all(|&x| x));
+        // Small fills take the lowest free buffer whatever the traffic.
+        assert!(!t.fill(FillTurn::MIN - 1));
+        // Copies out of small buffers do not count; a window without copies out turns back.
+        t.copied_out(FillTurn::MIN - 1);
+        let last = (0..FillTurn::WINDOW).map(|_| t.fill(4096)).last();
+        assert_eq!(last, Some(false));
+        // Fewer than one copy out per four fills is one way.
+        for i in 0..FillTurn::WINDOW {
+            if i % 5 == 0 {
+                t.copied_out(4096);
+            }
+            t.fill(4096);
+        }
+        assert!(!t.fill(4096));
     }
 }
