@@ -79,6 +79,17 @@ mod tests {
         IoVec::from_mut_slice(s)
     }
 
+    /// `iov` registered in `map` with `access` under `key`.
+    fn register(map: &MrMap, iov: IoVec, access: u64, key: u64) -> std::sync::Arc<Mr> {
+        map.register(&MrRequest {
+            iov: vec![iov],
+            access,
+            requested_key: key,
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
     /// A registration opened to peers is moved onto huge pages; one that is not (send and
     /// receive buffers) is left on its pages. (That the bytes stay and nothing is populated:
     /// `sys::pages`' test.) The kernel merges neighbouring mappings, so each check compares its
@@ -93,14 +104,7 @@ mod tests {
 
         let local = memory(3, 3);
         let before = anon_huge_bytes(local.addr());
-        let sendrecv = map
-            .register(&MrRequest {
-                iov: vec![local],
-                access: FI_SEND | FI_RECV,
-                requested_key: 2,
-                ..Default::default()
-            })
-            .unwrap();
+        let sendrecv = register(&map, local, FI_SEND | FI_RECV, 2);
         collapse_with(&sendrecv, &AtomicUsize::new(BUDGET));
         assert_eq!(
             anon_huge_bytes(local.addr()),
@@ -110,14 +114,7 @@ mod tests {
 
         let opened = memory(3, 2);
         let before = anon_huge_bytes(opened.addr());
-        let rma = map
-            .register(&MrRequest {
-                iov: vec![opened],
-                access: FI_REMOTE_WRITE | FI_REMOTE_READ,
-                requested_key: 1,
-                ..Default::default()
-            })
-            .unwrap();
+        let rma = register(&map, opened, FI_REMOTE_WRITE | FI_REMOTE_READ, 1);
         collapse_with(&rma, &AtomicUsize::new(BUDGET));
         let moved = anon_huge_bytes(opened.addr()) - before;
         if collapses {
@@ -138,14 +135,7 @@ mod tests {
         let map = MrMap::new(0, 8);
         let opened = memory(3, 3);
         let before = anon_huge_bytes(opened.addr());
-        let rma = map
-            .register(&MrRequest {
-                iov: vec![opened],
-                access: FI_REMOTE_READ,
-                requested_key: 3,
-                ..Default::default()
-            })
-            .unwrap();
+        let rma = register(&map, opened, FI_REMOTE_READ, 3);
         // Two blocks and a half of budget: two blocks move, the third stays.
         let left = AtomicUsize::new(5 * HUGE / 2);
         collapse_with(&rma, &left);
@@ -153,14 +143,7 @@ mod tests {
         assert_eq!(anon_huge_bytes(opened.addr()) - before, 2 * HUGE);
         // Spent: nothing more moves.
         let again = memory(1, 1);
-        let more = map
-            .register(&MrRequest {
-                iov: vec![again],
-                access: FI_REMOTE_WRITE,
-                requested_key: 4,
-                ..Default::default()
-            })
-            .unwrap();
+        let more = register(&map, again, FI_REMOTE_WRITE, 4);
         let before = anon_huge_bytes(again.addr());
         collapse_with(&more, &left);
         assert_eq!(anon_huge_bytes(again.addr()), before);

@@ -105,7 +105,7 @@ pub struct Region {
     /// here to the head were popped and are handed back by `release_consumed`.
     released: AtomicU64,
     /// Owner only: where the search for a buffer taken in turn starts.
-    spread_next: AtomicU32,
+    next_in_turn: AtomicU32,
 }
 
 impl Region {
@@ -134,7 +134,7 @@ impl Region {
             owner: true,
             leases: AtomicU32::new(0),
             released: AtomicU64::new(0),
-            spread_next: AtomicU32::new(0),
+            next_in_turn: AtomicU32::new(0),
         };
         let h = r.header();
         h.version.store(VERSION, Ordering::Relaxed);
@@ -162,7 +162,7 @@ impl Region {
             owner: false,
             leases: AtomicU32::new(0),
             released: AtomicU64::new(0),
-            spread_next: AtomicU32::new(0),
+            next_in_turn: AtomicU32::new(0),
         };
         let h = r.header();
         if h.magic.load(Ordering::Acquire) != MAGIC
@@ -459,10 +459,10 @@ impl Region {
     /// cache by then, but is cold. `rdtsc` around the 4 KiB fill (ticks): one-way tagged sends
     /// 357–399 lowest free, 877–888 in turn; writes both ways 493–563 lowest free, 327–391 in
     /// turn. The endpoint asks for `in_turn` when its traffic goes both ways
-    /// (`Inner::fill_in_turn`).
+    /// (`FillTurn` in `ep/tx.rs`).
     pub fn buf_lease(&self, in_turn: bool) -> Option<BufLease> {
         let start = if in_turn {
-            self.spread_next.load(Ordering::Relaxed) as usize
+            self.next_in_turn.load(Ordering::Relaxed) as usize
         } else {
             0
         };
@@ -473,7 +473,7 @@ impl Region {
                 let state = BUF_USED | (lease << 1);
                 self.buf_state(i).store(state, Ordering::Relaxed);
                 if in_turn {
-                    self.spread_next
+                    self.next_in_turn
                         .store(((i + 1) % BOUNCE_BUFS) as u32, Ordering::Relaxed);
                 }
                 return Some(BufLease {
