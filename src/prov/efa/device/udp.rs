@@ -203,6 +203,9 @@ pub struct UdpDevice {
     placed: u64,
     /// This host's own addresses, reached with loopback's larger datagrams.
     local: Option<LocalPath>,
+    /// The last receive found the socket empty: the next datagram is likely alone (an
+    /// answer awaited), and is taken by itself (`receive`).
+    was_empty: bool,
 }
 
 /// SocketAddr with an order, for the delay heap.
@@ -271,6 +274,7 @@ impl UdpDevice {
             held_signal,
             too_big: TooBig::default(),
             placed: 0,
+            was_empty: false,
             local,
         })
     }
@@ -335,7 +339,12 @@ impl UdpDevice {
                 }
                 _ => None,
             };
-            let want = if split.is_some() {
+            // After an empty receive, the first datagram is most likely an answer that came
+            // alone: asking for a batch would have the kernel try a second, empty receive on
+            // the critical path of every request-reply (recvmmsg(2) goes on until one fails).
+            // A stream finds its next receive non-empty and takes batches again.
+            let alone = !placing && batches == 0 && self.was_empty;
+            let want = if split.is_some() || alone {
                 1
             } else {
                 self.rx_bufs.len()
@@ -347,9 +356,13 @@ impl UdpDevice {
                 }
                 None => {
                     batches += 1;
-                    self.sock.recv_batch(&mut self.rx_bufs, &mut self.rx_meta)
+                    self.sock
+                        .recv_batch(&mut self.rx_bufs[..want], &mut self.rx_meta)
                 }
             };
+            if split.is_none() && batches == 1 {
+                self.was_empty = n == 0;
+            }
             for i in 0..n {
                 let (len, from, seg) = self.rx_meta[i];
                 if len > self.rx_bufs[i].len() {
@@ -394,7 +407,7 @@ impl UdpDevice {
                 }
             }
             // Placements all used: the upper layer names the next ones before more arrive.
-            if n < want || batches >= 8 || (placing && (place.is_empty() || stale)) {
+            if n < want || alone || batches >= 8 || (placing && (place.is_empty() || stale)) {
                 break;
             }
         }
