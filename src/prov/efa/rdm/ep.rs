@@ -373,7 +373,9 @@ pub(super) struct Inner {
     pub parked: VecDeque<Parked>,
     /// The head of `parked` is being resumed (it may send although others wait).
     pub resuming: bool,
+    /// Spare send and receive buffers of our MTU, and small ones (`progress::SMALL_PKT`).
     pub pool: Vec<Vec<u8>>,
+    pub small_pool: Vec<Vec<u8>>,
     pub posted_rx: usize,
     pub rx_target: usize,
     /// What `rx_target` may grow to.
@@ -508,6 +510,7 @@ impl RdmEndpoint {
                 parked: VecDeque::new(),
                 resuming: false,
                 pool: Vec::new(),
+                small_pool: Vec::new(),
                 posted_rx: 0,
                 // Few buffers first (64 KiB each on loopback, and idle while shm carries the
                 // local peers); more when a progress pass finds half of them filled.

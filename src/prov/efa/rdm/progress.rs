@@ -11,6 +11,7 @@ use super::ep::*;
 use super::quiet::{DEVICE_QUIET, QUIET_POLL_PERIOD};
 use crate::core::Errno;
 use crate::prov::efa::device::{self, Completion, DevError, HEADROOM};
+use crate::prov::efa::srd::wire::ACK_TRAILER;
 use crate::sys::mem::IoVec;
 use crate::util::Progress;
 use crate::util::provider::Idle;
@@ -27,6 +28,17 @@ pub(super) const POLL_BATCH: usize = 64;
 /// outstanding sends by the device's send queue the same way (efa-reference §6).
 const BULK_SEND_BYTES: usize = 8 << 20;
 
+/// Packets of at most this many bytes (past `HEADROOM`) take buffers of this size, not of the
+/// MTU: control packets, and requests with up to the inject size of data. On loopback the
+/// MTU is 64 KiB, and a stream of 8-byte injected writes (both ways, as fi_rma_bw) keeps
+/// more packets queued than `POOL` holds: each packet past it was a fresh 64 KiB buffer,
+/// zeroed and faulted in page by page (half the sender's time in `perf`, 50-100 us a write).
+const SMALL_PKT: usize = crate::prov::efa::INJECT_SIZE + 512;
+/// Spare buffers of our MTU kept for reuse.
+const POOL: usize = 256;
+/// Spare small buffers kept for reuse (4.5 MiB at most).
+const SMALL_POOL: usize = 1024;
+
 fn bulk_send_cap(mtu: usize) -> usize {
     (BULK_SEND_BYTES / mtu.max(1)).clamp(128, 1024)
 }
@@ -34,7 +46,18 @@ fn bulk_send_cap(mtu: usize) -> usize {
 // ---- packets out ----
 
 impl Inner {
+    /// A buffer for a control packet (CTS, receipt, EOR, handshake, error): all of them are
+    /// far below `SMALL_PKT`.
     pub fn buf(&mut self) -> Vec<u8> {
+        if SMALL_PKT < self.mtu {
+            self.small_buf()
+        } else {
+            self.rx_buf()
+        }
+    }
+
+    /// A buffer of our MTU, as the device receives into.
+    pub fn rx_buf(&mut self) -> Vec<u8> {
         let mut b = self.pool.pop().unwrap_or_default();
         b.resize(HEADROOM + self.mtu, 0);
         b
@@ -47,6 +70,22 @@ impl Inner {
     pub fn buf_to(&mut self, peer: usize) -> Vec<u8> {
         let mut b = self.pool.pop().unwrap_or_default();
         b.resize(HEADROOM + self.peer_pkt(peer), 0);
+        b
+    }
+
+    /// `buf_to` for a packet known to take `len` bytes: a small buffer when it fits one with
+    /// room for an ack trailer.
+    pub fn buf_for(&mut self, peer: usize, len: usize) -> Vec<u8> {
+        if len + ACK_TRAILER <= SMALL_PKT && SMALL_PKT < self.peer_pkt(peer) {
+            self.small_buf()
+        } else {
+            self.buf_to(peer)
+        }
+    }
+
+    fn small_buf(&mut self) -> Vec<u8> {
+        let mut b = self.small_pool.pop().unwrap_or_default();
+        b.resize(HEADROOM + SMALL_PKT, 0);
         b
     }
 
@@ -74,7 +113,11 @@ impl Inner {
     }
 
     pub fn recycle(&mut self, b: Vec<u8>) {
-        if self.pool.len() < 256 {
+        if b.capacity() <= HEADROOM + SMALL_PKT {
+            if self.small_pool.len() < SMALL_POOL {
+                self.small_pool.push(b);
+            }
+        } else if self.pool.len() < POOL {
             self.pool.push(b);
         }
     }
@@ -265,7 +308,7 @@ impl RdmEndpoint {
     /// Keeps `rx_target` receive buffers posted.
     fn replenish_rx(g: &mut Inner) {
         while g.posted_rx < g.rx_target {
-            let b = g.buf();
+            let b = g.rx_buf();
             match g.dev.post_recv(b, 0) {
                 Ok(()) => g.posted_rx += 1,
                 Err((_, b)) => {

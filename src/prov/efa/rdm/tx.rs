@@ -148,7 +148,8 @@ impl Inner {
         let hs = self.peers[peer].hs_received;
         let me = self.dev.addr();
         let connid = self.connid();
-        let mut b = self.buf_to(peer);
+        let need = self.req_overhead(peer, ty, rma.len(), cq_data.is_some()) + extra.len();
+        let mut b = self.buf_for(peer, need + data_len);
         let hdr = pkt::write_req(
             &mut b[HEADROOM..],
             ty,
@@ -165,6 +166,7 @@ impl Inner {
         t.queued = t.queued.max(off + data_len);
         t.in_flight += 1;
         let hdr = hdr + extra.len();
+        debug_assert_eq!(hdr, need, "req_overhead sized the buffer");
         b[HEADROOM + hdr - extra.len()..HEADROOM + hdr].copy_from_slice(extra);
         // The payload ends the packet.
         let piece = (data_len >= ZERO_COPY_MIN)
