@@ -341,15 +341,21 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.fill_window(now, p);
             return;
         }
-        // Back off: the first interval is configured or random (efa-reference §6), doubling.
-        let first = if interval == 0 { jitter } else { interval };
-        peer.rnr_backoff = if peer.rnr_backoff == 0 {
-            first
-        } else {
-            (peer.rnr_backoff * 2).min(max.max(1))
-        };
+        // Back off: the first interval is configured or random (efa-reference §6), doubling
+        // with each episode. The datagrams of a window the receiver refused at once are one
+        // episode and go again together when it ends: doubling for each of them made a
+        // refused window of 32 wait 40 µs * 2^31, the 1 s cap.
+        if now >= peer.rnr_until {
+            let first = if interval == 0 { jitter } else { interval };
+            peer.rnr_backoff = if peer.rnr_backoff == 0 {
+                first
+            } else {
+                (peer.rnr_backoff * 2).min(max.max(1))
+            };
+            peer.rnr_until = now + peer.rnr_backoff * US;
+        }
         slot.rnr_wait = true;
-        slot.due = now + peer.rnr_backoff * US;
+        slot.due = peer.rnr_until;
         let due = slot.due;
         peer.wake_by(due);
         // It no longer counts for the probe, which may now follow an older datagram.

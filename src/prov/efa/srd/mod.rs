@@ -256,7 +256,10 @@ struct Peer<A> {
     undo: Option<(f64, f64, u64)>,
     /// A tail-loss probe went out since the last progress.
     probed: bool,
+    /// The current RNR back-off (µs), 0 once an acknowledgement came after it.
     rnr_backoff: Time,
+    /// When the back-off begun by the last RNR ends: RNRs before then are the same episode.
+    rnr_until: Time,
     /// No timer of this peer expires before this time (a lower bound: [`Peer::next_event`]
     /// is exact), so that `handle_timeout`, called on every poll, walks the slots of a peer
     /// only when something may be due or an acknowledgement changed what is. Whatever makes
@@ -315,6 +318,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             undo: None,
             probed: false,
             rnr_backoff: 0,
+            rnr_until: 0,
             wake: 0,
             expected: 0,
             received: 0,

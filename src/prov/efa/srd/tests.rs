@@ -354,6 +354,34 @@ fn rnr_storm_then_recovery() {
     assert!(sim.done.iter().all(|(_, s)| *s == Status::Ok));
 }
 
+/// A receiver out of buffers refuses a whole window at once: that is one back-off (40-120 µs),
+/// after which the window goes again, not a back-off doubled for each refused datagram (the
+/// 32nd would have waited 40 µs * 2^31, the 1 s cap).
+#[test]
+fn a_window_refused_at_once_backs_off_once() {
+    let mut sim = Sim::new(9, Faults::default());
+    sim.qp[0].set_rnr_retry(7);
+    sim.rx_credits[1] = 0;
+    for i in 0..32 {
+        sim.send(0, i, &payload(i));
+    }
+    while sim.qp[0].stats().rnr_received < 32 {
+        assert!(sim.step(), "the refusals arrive");
+    }
+    let refused = sim.now;
+    sim.rx_credits[1] = usize::MAX;
+    while sim.delivered[1].len() < 32 {
+        assert!(sim.step(), "the window goes again");
+    }
+    assert!(
+        sim.now - refused < MS,
+        "delivered {} µs after the refusals",
+        (sim.now - refused) / US
+    );
+    sim.run_until_idle(sim.now + 1_000 * MS);
+    check_exactly_once(&sim, 32);
+}
+
 #[test]
 fn rnr_retries_exhausted() {
     let mut sim = Sim::new(8, Faults::default());
