@@ -346,6 +346,12 @@ impl UdpDevice {
             let alone = !placing && batches == 0 && self.was_empty;
             let want = if split.is_some() || alone {
                 1
+            } else if !self.gro && !self.recvs.is_empty() {
+                // No more datagrams than posted receives: those past them wait in the socket
+                // until the upper layer posts again (the end of this pass), not refused with
+                // RNR, which would send their peer into back-off for a burst longer than the
+                // posted buffers. With none posted at all, arrivals are refused as on EFA.
+                self.rx_bufs.len().min(self.recvs.len())
             } else {
                 self.rx_bufs.len()
             };
@@ -407,7 +413,12 @@ impl UdpDevice {
                 }
             }
             // Placements all used: the upper layer names the next ones before more arrive.
-            if n < want || alone || batches >= 8 || (placing && (place.is_empty() || stale)) {
+            if n < want
+                || alone
+                || batches >= 8
+                || (placing && (place.is_empty() || stale))
+                || (!self.gro && self.recvs.is_empty())
+            {
                 break;
             }
         }
@@ -1127,6 +1138,53 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// Arrivals past the posted receives wait in the socket for the next ones, not refused
+    /// with RNR: a burst longer than the posted buffers costs its sender no back-off.
+    #[test]
+    fn a_burst_past_the_posted_receives_waits_for_them() {
+        let cfg = DeviceConfig::default();
+        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        const N: u64 = 24;
+        for i in 0..N {
+            a.post_send(b.addr(), vec![i as u8; HEADROOM + 10], 10, IoVec::EMPTY, i)
+                .unwrap();
+        }
+        let mut out = Vec::new();
+        a.poll(&mut out, 256);
+        let (mut got, mut acked) = (0, 0);
+        let t = Instant::now();
+        while acked < N {
+            // Four posted at a time: each poll takes what they hold and no more.
+            for k in 0..4 {
+                b.post_recv(vec![0; HEADROOM + 10], k).unwrap();
+            }
+            let mut rx = Vec::new();
+            b.poll(&mut rx, 256);
+            b.flush();
+            let n = rx
+                .iter()
+                .filter(|c| matches!(c, Completion::Recv { .. }))
+                .count();
+            assert!(n <= 4, "{n} taken with four posted");
+            got += n;
+            // What was not taken keeps its posted buffer for the next poll.
+            b.recvs.clear();
+            let mut tx = Vec::new();
+            a.poll(&mut tx, 256);
+            for c in &tx {
+                assert!(
+                    matches!(c, Completion::Send { status: Ok(()), .. }),
+                    "{c:?}"
+                );
+            }
+            acked += tx.len() as u64;
+            assert!(t.elapsed().as_secs() < 20, "timed out");
+        }
+        assert_eq!(got as u64, N);
+        assert_eq!(b.stats().rnr_sent, 0, "nothing refused");
     }
 
     #[test]
