@@ -268,6 +268,8 @@ pub(super) struct Sent {
     /// Payload sent from the application's memory after the packet (zero-copy), kept to send
     /// again after an RNR.
     pub tail: IoVec,
+    /// Refused with RNR before and sent again (efa-reference §6: a second RNR backs off).
+    pub rnr_again: bool,
 }
 
 /// A packet waiting to go (device queue full, peer in RNR back-off).

@@ -392,6 +392,7 @@ impl RdmEndpoint {
                 payload: mem.len(),
                 len: 0,
                 tail: mem,
+                rnr_again: false,
             });
             let posted = g.dev.post_rdma(RdmaReq {
                 op: RdmaOp::Read,

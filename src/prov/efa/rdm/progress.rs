@@ -161,6 +161,7 @@ impl Inner {
                 payload,
                 len,
                 tail,
+                rnr_again: false,
             },
         };
         if !self.queued.is_empty() || self.peers[peer].backoff_until.is_some() {
@@ -183,6 +184,7 @@ impl Inner {
                     payload: 0,
                     len: q.len,
                     tail,
+                    rnr_again: false,
                 });
                 if e == Errno::AGAIN {
                     self.queued.push_front(Queued {
@@ -231,6 +233,7 @@ impl Inner {
                     payload: 0,
                     len: q.len,
                     tail,
+                    rnr_again: false,
                 });
                 if e == Errno::AGAIN {
                     self.queued.push_front(Queued {
@@ -463,6 +466,13 @@ impl RdmEndpoint {
         match status {
             Ok(()) => {
                 g.recycle(buf);
+                if sent.rnr_again {
+                    // A packet sent again after an RNR got through: the peer has room again,
+                    // and its next back-off starts from the shortest wait.
+                    let peer = &mut g.peers[sent.peer];
+                    peer.backoff_us = 0;
+                    peer.backoff_until = None;
+                }
                 match sent.owner {
                     Owner::Tx(id) => {
                         if let Some(t) = g.txes.get_mut(id) {
@@ -484,21 +494,32 @@ impl RdmEndpoint {
                 }
             }
             Err(DevError::Rnr) if g.rm_enabled => {
-                // efa-reference §6: resource management enabled — queue the packet again and
-                // back off from this peer.
+                // efa-reference §6: resource management enabled, so the packet is queued to go
+                // again. Its first RNR sends it again at once; a second one puts the peer in
+                // back-off, for a wait that starts at 40-120 µs (or FI_EFA_TIMEOUT_INTERVAL)
+                // and doubles each time the peer enters back-off again, until a packet sent
+                // again completes. RNRs of packets already in flight when the peer entered
+                // back-off only restart the wait: doubling on each of them made a window
+                // refused at once wait 40 µs * 2^(its size) (0.3 s for 14 packets).
                 let p = sent.peer;
-                let peer = &mut g.peers[p];
-                peer.backoff_us = if peer.backoff_us == 0 {
-                    if g.knobs.timeout_interval_us > 0 {
-                        g.knobs.timeout_interval_us
-                    } else {
-                        40 + crate::sys::random::u64() % 81
+                let mut sent = sent;
+                if core::mem::replace(&mut sent.rnr_again, true) {
+                    let now = Instant::now();
+                    let peer = &mut g.peers[p];
+                    if peer.backoff_until.is_none_or(|t| t <= now) {
+                        peer.backoff_us = if peer.backoff_us == 0 {
+                            if g.knobs.timeout_interval_us > 0 {
+                                g.knobs.timeout_interval_us
+                            } else {
+                                40 + crate::sys::random::u64() % 81
+                            }
+                        } else {
+                            (peer.backoff_us * 2).min(g.knobs.max_timeout_us.max(1))
+                        };
                     }
-                } else {
-                    (peer.backoff_us * 2).min(g.knobs.max_timeout_us.max(1))
-                };
-                peer.backoff_until =
-                    Some(Instant::now() + std::time::Duration::from_micros(peer.backoff_us));
+                    peer.backoff_until =
+                        Some(now + std::time::Duration::from_micros(peer.backoff_us));
+                }
                 let len = sent.len;
                 g.queued.push_back(Queued {
                     peer: p,

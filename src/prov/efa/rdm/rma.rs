@@ -102,6 +102,7 @@ impl Inner {
                 payload: n,
                 len: 0,
                 tail: local,
+                rnr_again: false,
             });
             let r = self.dev.post_rdma(RdmaReq {
                 op,
