@@ -36,6 +36,14 @@ pub(super) const ZERO_COPY_MIN: usize = 4096;
 /// tagged messages on loopback: 3 % fewer per second as they lie).
 pub(super) const BULK_ZERO_COPY_MIN: usize = 1024;
 
+/// Packets handed to the device and not completed, or waiting for it, past which new
+/// operations are refused with `FI_EAGAIN` until completions come (upstream efa refuses them
+/// when the device's send queue is full). Without it, a stream of injected writes queued up
+/// to four transmit contexts of packets (16,384, 70 MiB of buffers). Above the bulk bound
+/// (`BULK_SEND_BYTES`, at most 1,024 packets), so that a bulk transfer under way still
+/// leaves room for new operations.
+pub(super) const PACKETS_MAX: usize = 2048;
+
 // ---- completions ----
 
 impl Inner {
@@ -44,6 +52,7 @@ impl Inner {
     /// atomics past it are refused with `FI_EAGAIN`, never queued without bound.
     pub(super) fn tx_full(&self) -> bool {
         self.txes.len() >= self.knobs.tx_size.max(1) * 4
+            || self.sent.len() + self.queued.len() >= PACKETS_MAX
     }
 
     fn cq_flags(kind: TxKind) -> u64 {
