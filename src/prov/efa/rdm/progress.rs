@@ -113,7 +113,9 @@ impl Inner {
     }
 
     pub fn recycle(&mut self, b: Vec<u8>) {
-        if b.capacity() <= HEADROOM + SMALL_PKT {
+        // Small buffers exist only where the MTU is larger; elsewhere (a 1,500-byte link)
+        // every buffer is of the MTU and goes back to `pool`, or `buf_to` would allocate anew.
+        if SMALL_PKT < self.mtu && b.capacity() <= HEADROOM + SMALL_PKT {
             if self.small_pool.len() < SMALL_POOL {
                 self.small_pool.push(b);
             }
