@@ -312,6 +312,23 @@ fn device_knobs() -> (Option<String>, usize) {
     (iface, mtu)
 }
 
+/// The next RNR back-off, in µs, after one of `prev_us` (0: none yet), efa-reference §6: the
+/// first is `interval_us` (`FI_EFA_TIMEOUT_INTERVAL`) or, when that is 0, `jitter_us` (random,
+/// 40–120 µs); each later one doubles, up to `max_us` (`FI_EFA_MAX_TIMEOUT`). The SRD transport
+/// and the RDM layer each back off from a peer by it.
+pub fn rnr_backoff_us(prev_us: u64, interval_us: u64, max_us: u64, jitter_us: u64) -> u64 {
+    match prev_us {
+        0 if interval_us > 0 => interval_us,
+        0 => jitter_us,
+        _ => (prev_us * 2).min(max_us.max(1)),
+    }
+}
+
+/// A random first RNR back-off: 40–120 µs, as upstream efa draws it (efa-reference §6).
+pub fn rnr_jitter_us(random: u64) -> u64 {
+    40 + random % 81
+}
+
 /// Largest injected payload on a device of this MTU: an injected message fits one packet with
 /// the largest REQ header, up to 4096 (§10). `tx_attr.inject_size` and the endpoint's limit.
 pub fn inject_size(mtu: usize) -> usize {

@@ -12,6 +12,7 @@ use super::quiet::{DEVICE_QUIET, QUIET_POLL_PERIOD};
 use crate::core::Errno;
 use crate::prov::efa::device::{self, Completion, DevError, HEADROOM};
 use crate::prov::efa::srd::wire::ACK_TRAILER;
+use crate::prov::efa::{rnr_backoff_us, rnr_jitter_us};
 use crate::sys::mem::IoVec;
 use crate::util::Progress;
 use crate::util::provider::Idle;
@@ -43,6 +44,13 @@ fn bulk_send_cap(mtu: usize) -> usize {
     (BULK_SEND_BYTES / mtu.max(1)).clamp(128, 1024)
 }
 
+/// A spare buffer from `pool` (else a new one), `len` bytes long.
+fn pooled(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
+    let mut b = pool.pop().unwrap_or_default();
+    b.resize(len, 0);
+    b
+}
+
 // ---- packets out ----
 
 impl Inner {
@@ -58,9 +66,7 @@ impl Inner {
 
     /// A buffer of our MTU, as the device receives into.
     pub fn rx_buf(&mut self) -> Vec<u8> {
-        let mut b = self.pool.pop().unwrap_or_default();
-        b.resize(HEADROOM + self.mtu, 0);
-        b
+        pooled(&mut self.pool, HEADROOM + self.mtu)
     }
 
     /// A send buffer for a packet to `peer`, no longer than the largest packet it receives
@@ -68,9 +74,8 @@ impl Inner {
     /// for it (srd::wire, DATA_ACK): a buffer of our MTU would let a full packet to a peer with
     /// a smaller one outgrow what the peer receives.
     pub fn buf_to(&mut self, peer: usize) -> Vec<u8> {
-        let mut b = self.pool.pop().unwrap_or_default();
-        b.resize(HEADROOM + self.peer_pkt(peer), 0);
-        b
+        let len = HEADROOM + self.peer_pkt(peer);
+        pooled(&mut self.pool, len)
     }
 
     /// `buf_to` for a packet known to take `len` bytes: a small buffer when it fits one with
@@ -84,9 +89,12 @@ impl Inner {
     }
 
     fn small_buf(&mut self) -> Vec<u8> {
-        let mut b = self.small_pool.pop().unwrap_or_default();
-        b.resize(HEADROOM + SMALL_PKT, 0);
-        b
+        pooled(&mut self.small_pool, HEADROOM + SMALL_PKT)
+    }
+
+    /// Packets handed to the device and not completed, and those queued for it.
+    pub fn packets_out(&self) -> usize {
+        self.sent.len() + self.queued.len()
     }
 
     /// Whether bulk data must wait for completions (`BULK_SEND_BYTES`), counted in packets
@@ -98,7 +106,7 @@ impl Inner {
     /// `bulk_full` for a sender whose packets are `pkt` bytes (a peer that receives less
     /// than our MTU: `peer_pkt`).
     pub fn bulk_full_for(&self, pkt: usize) -> bool {
-        self.sent.len() + self.queued.len() >= bulk_send_cap(pkt)
+        self.packets_out() >= bulk_send_cap(pkt)
     }
 
     /// A bulk sender that is not the one being resumed must queue behind those parked.
@@ -509,15 +517,12 @@ impl RdmEndpoint {
                     let now = Instant::now();
                     let peer = &mut g.peers[p];
                     if peer.backoff_until.is_none_or(|t| t <= now) {
-                        peer.backoff_us = if peer.backoff_us == 0 {
-                            if g.knobs.timeout_interval_us > 0 {
-                                g.knobs.timeout_interval_us
-                            } else {
-                                40 + crate::sys::random::u64() % 81
-                            }
-                        } else {
-                            (peer.backoff_us * 2).min(g.knobs.max_timeout_us.max(1))
-                        };
+                        peer.backoff_us = rnr_backoff_us(
+                            peer.backoff_us,
+                            g.knobs.timeout_interval_us,
+                            g.knobs.max_timeout_us,
+                            rnr_jitter_us(crate::sys::random::u64()),
+                        );
                     }
                     peer.backoff_until =
                         Some(now + std::time::Duration::from_micros(peer.backoff_us));

@@ -51,8 +51,7 @@ impl Inner {
     /// transmit context size (`tx_size_left` counts the same); sends, writes, reads and
     /// atomics past it are refused with `FI_EAGAIN`, never queued without bound.
     pub(super) fn tx_full(&self) -> bool {
-        self.txes.len() >= self.knobs.tx_size.max(1) * 4
-            || self.sent.len() + self.queued.len() >= PACKETS_MAX
+        self.txes.len() >= self.knobs.tx_size.max(1) * 4 || self.packets_out() >= PACKETS_MAX
     }
 
     fn cq_flags(kind: TxKind) -> u64 {

@@ -305,7 +305,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     }
 
     fn on_rnr(&mut self, now: Time, p: usize, seq: u32) {
-        let jitter = 40 + self.random() % 81;
+        let jitter = crate::prov::efa::rnr_jitter_us(self.random());
         let (interval, max, retries) = (
             self.cfg.rnr_timeout_interval_us,
             self.cfg.rnr_max_timeout_us,
@@ -346,12 +346,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         // episode and go again together when it ends: doubling for each of them made a
         // refused window of 32 wait 40 µs * 2^31, the 1 s cap.
         if now >= peer.rnr_until {
-            let first = if interval == 0 { jitter } else { interval };
-            peer.rnr_backoff = if peer.rnr_backoff == 0 {
-                first
-            } else {
-                (peer.rnr_backoff * 2).min(max.max(1))
-            };
+            peer.rnr_backoff =
+                crate::prov::efa::rnr_backoff_us(peer.rnr_backoff, interval, max, jitter);
             peer.rnr_until = now + peer.rnr_backoff * US;
         }
         slot.rnr_wait = true;
