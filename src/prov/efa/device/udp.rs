@@ -23,7 +23,7 @@ use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transm
 use crate::sys::mem::IoVec;
 use crate::sys::netif::{Iface, LinkInfo};
 use crate::sys::poll::{Epoll, EventFd, TimerFd};
-use crate::sys::udp::{BATCH, UdpSock};
+use crate::sys::udp::{BATCH, SEND_BATCH, SendList, UdpSock};
 
 /// Datagrams up to this size are received in runs (GRO) when the kernel can.
 const GRO_MAX_DATAGRAM: usize = 16 << 10;
@@ -259,7 +259,7 @@ impl UdpDevice {
             gro,
             spare_runs: Vec::new(),
             backlog: VecDeque::new(),
-            tx_batch: Vec::with_capacity(BATCH),
+            tx_batch: Vec::with_capacity(SEND_BATCH),
             unreliable: VecDeque::new(),
             unreliable_done: VecDeque::new(),
             sends: 0,
@@ -579,7 +579,7 @@ impl UdpDevice {
             // No allocation per batch: the transmit list is reused, the slices live on the stack.
             let mut batch = core::mem::take(&mut self.tx_batch);
             batch.clear();
-            while batch.len() < BATCH {
+            while batch.len() < SEND_BATCH {
                 match self.backlog.pop_front().or_else(|| self.t.poll_transmit()) {
                     Some(t) => batch.push(t),
                     None => break,
@@ -589,9 +589,7 @@ impl UdpDevice {
                 self.tx_batch = batch;
                 return;
             }
-            let unspecified = SocketAddr::from(([0u8; 4], 0));
-            let mut items: [(SocketAddr, [&[u8]; 2]); BATCH] = [(unspecified, [&[], &[]]); BATCH];
-            let mut n = 0;
+            let mut items = SendList::new();
             for t in &batch {
                 let item = match t {
                     Transmit::Data { dest, peer, seq } => {
@@ -600,11 +598,11 @@ impl UdpDevice {
                     Transmit::Ctrl { dest, bytes, len } => Some((*dest, [&bytes[..*len], &[]])),
                 };
                 if let Some(item) = item {
-                    items[n] = item;
-                    n += 1;
+                    items.push(item);
                 }
             }
-            let sent = self.sock.send_batch(&items[..n]);
+            let n = items.len();
+            let sent = self.sock.send_batch(items.as_slice());
             if sent < n {
                 // The socket buffer is full: keep the rest, in order, for the next poll. (Data
                 // datagrams already acknowledged were filtered out above; their slots skip.)
@@ -811,7 +809,7 @@ impl Device for UdpDevice {
         if self.injector.is_none()
             && self.backlog.is_empty()
             && !self.t.acks_owed()
-            && self.t.may_hold(BATCH)
+            && self.t.may_hold(SEND_BATCH)
         {
             return true;
         }
