@@ -35,24 +35,25 @@ const GSO_MAX_BYTES: usize = 65_000;
 /// and a payload sent from where it lies; either may be empty).
 pub type SendItem<'a> = (SocketAddr, [&'a [u8]; 2]);
 
-/// Up to [`SEND_BATCH`] datagrams gathered for one [`UdpSock::send_batch`], on the stack: only
-/// the entries pushed are written (initializing all 64, 4 KiB, would cost a lone answer's send
-/// more than its datagram).
-pub struct SendList<'a> {
-    items: [MaybeUninit<SendItem<'a>>; SEND_BATCH],
+/// At most `N` values on the stack, of which only those pushed are written: the lists a send
+/// builds (its datagrams, their GSO runs, their iovecs) are sized for 64 datagrams, and
+/// initializing all of them (some 6 KiB) would cost a lone answer's send more than its
+/// datagram.
+pub struct StackList<T: Copy, const N: usize> {
+    items: [MaybeUninit<T>; N],
     len: usize,
 }
 
-impl<'a> SendList<'a> {
-    pub fn new() -> SendList<'a> {
-        SendList {
-            items: [const { MaybeUninit::uninit() }; SEND_BATCH],
+impl<T: Copy, const N: usize> StackList<T, N> {
+    pub fn new() -> Self {
+        StackList {
+            items: [const { MaybeUninit::uninit() }; N],
             len: 0,
         }
     }
 
-    /// Adds a datagram; returns false (and drops it) when the list is full.
-    pub fn push(&mut self, item: SendItem<'a>) -> bool {
+    /// Adds a value; returns false (and drops it) when the list is full.
+    pub fn push(&mut self, item: T) -> bool {
         let Some(slot) = self.items.get_mut(self.len) else {
             return false;
         };
@@ -69,18 +70,21 @@ impl<'a> SendList<'a> {
         self.len == 0
     }
 
-    pub fn as_slice(&self) -> &[SendItem<'a>] {
+    pub fn as_slice(&self) -> &[T] {
         // SAFETY: the first `len` entries were written by `push` (never more than the array
         // holds), and `MaybeUninit<T>` has the layout of `T`.
         unsafe { core::slice::from_raw_parts(self.items.as_ptr().cast(), self.len) }
     }
 }
 
-impl Default for SendList<'_> {
+impl<T: Copy, const N: usize> Default for StackList<T, N> {
     fn default() -> Self {
         Self::new()
     }
 }
+
+/// The datagrams of one [`UdpSock::send_batch`].
+pub type SendList<'a> = StackList<SendItem<'a>, SEND_BATCH>;
 
 #[derive(Debug)]
 pub struct UdpSock {
@@ -410,8 +414,7 @@ impl UdpSock {
         }
         let gso = self.gso.load(Ordering::Relaxed);
         // Runs of items: (first, count, segment size).
-        let mut runs = [(0usize, 0usize, 0usize); SEND_BATCH];
-        let mut nruns = 0;
+        let mut runs = StackList::<(usize, usize, usize), SEND_BATCH>::new();
         let mut i = 0;
         let size = |i: usize| items[i].1[0].len() + items[i].1[1].len();
         while i < n {
@@ -428,39 +431,38 @@ impl UdpSock {
                     break;
                 }
             }
-            runs[nruns] = (i, k, seg);
-            nruns += 1;
+            runs.push((i, k, seg));
             i += k;
         }
-        // Each datagram's parts, in order; `first_iov[i]` is where item i's start (a GSO run's
+        let runs = runs.as_slice();
+        let nruns = runs.len();
+        // Each datagram's parts, in order; `iov_at[g]` is where run g's start (a GSO run's
         // datagrams are one stream of iovecs, cut into segments by the kernel).
-        let mut iov: [libc::iovec; 2 * SEND_BATCH] = [libc::iovec {
-            iov_base: core::ptr::null_mut(),
-            iov_len: 0,
-        }; 2 * SEND_BATCH];
-        let mut first_iov = [0usize; SEND_BATCH + 1];
+        let mut iov = StackList::<libc::iovec, { 2 * SEND_BATCH }>::new();
+        let mut iov_at = StackList::<usize, { SEND_BATCH + 1 }>::new();
+        for &(first, count, _) in runs {
+            iov_at.push(iov.len());
+            for item in &items[first..first + count] {
+                for (j, part) in item.1.iter().enumerate() {
+                    // An empty datagram still needs one (empty) iovec; an empty tail none.
+                    if j == 0 || !part.is_empty() {
+                        iov.push(libc::iovec {
+                            iov_base: part.as_ptr() as *mut libc::c_void,
+                            iov_len: part.len(),
+                        });
+                    }
+                }
+            }
+        }
+        iov_at.push(iov.len());
+        let (iov, iov_at) = (iov.as_slice(), iov_at.as_slice());
         // Only the headers, names and control blocks of the `nruns` messages are initialized:
         // zeroing all 64 of them (14 KiB) would cost more than a small datagram's whole send.
         let mut hdrs = [const { MaybeUninit::<libc::mmsghdr>::uninit() }; SEND_BATCH];
         let mut names = [const { MaybeUninit::<libc::sockaddr_storage>::uninit() }; SEND_BATCH];
         let mut cmsgs = [const { MaybeUninit::<SegmentCmsg>::uninit() }; SEND_BATCH];
-        let mut k = 0;
-        for (i, item) in items.iter().take(n).enumerate() {
-            first_iov[i] = k;
-            for (j, part) in item.1.iter().enumerate() {
-                // An empty datagram still needs one (empty) iovec; an empty tail none.
-                if j == 0 || !part.is_empty() {
-                    iov[k] = libc::iovec {
-                        iov_base: part.as_ptr() as *mut libc::c_void,
-                        iov_len: part.len(),
-                    };
-                    k += 1;
-                }
-            }
-        }
-        first_iov[n] = k;
         let mut coalesced = false;
-        for (g, &(first, count, seg)) in runs.iter().take(nruns).enumerate() {
+        for (g, &(first, count, seg)) in runs.iter().enumerate() {
             let name = names[g].write(
                 // SAFETY: an all-zero sockaddr_storage is valid.
                 unsafe { core::mem::zeroed() },
@@ -472,8 +474,9 @@ impl UdpSock {
                     unsafe { core::mem::zeroed() },
                 )
                 .msg_hdr;
-            h.msg_iov = &mut iov[first_iov[first]];
-            h.msg_iovlen = first_iov[first + count] - first_iov[first];
+            // The kernel only reads the iovecs: a pointer made mutable for the C type.
+            h.msg_iov = iov[iov_at[g]..].as_ptr().cast_mut();
+            h.msg_iovlen = iov_at[g + 1] - iov_at[g];
             h.msg_name = (name as *mut libc::sockaddr_storage).cast();
             h.msg_namelen = len;
             if count > 1 {

@@ -57,7 +57,7 @@ impl Inner {
     /// A buffer for a control packet (CTS, receipt, EOR, handshake, error): all of them are
     /// far below `SMALL_PKT`.
     pub fn buf(&mut self) -> Vec<u8> {
-        if SMALL_PKT < self.mtu {
+        if self.small_bufs() {
             self.small_buf()
         } else {
             self.rx_buf()
@@ -86,6 +86,11 @@ impl Inner {
         } else {
             self.buf_to(peer)
         }
+    }
+
+    /// Small buffers exist only where the MTU is larger than they are.
+    fn small_bufs(&self) -> bool {
+        SMALL_PKT < self.mtu
     }
 
     fn small_buf(&mut self) -> Vec<u8> {
@@ -121,9 +126,9 @@ impl Inner {
     }
 
     pub fn recycle(&mut self, b: Vec<u8>) {
-        // Small buffers exist only where the MTU is larger; elsewhere (a 1,500-byte link)
-        // every buffer is of the MTU and goes back to `pool`, or `buf_to` would allocate anew.
-        if SMALL_PKT < self.mtu && b.capacity() <= HEADROOM + SMALL_PKT {
+        // Elsewhere (a 1,500-byte link) every buffer is of the MTU and goes back to `pool`,
+        // or `buf_to` would allocate anew.
+        if self.small_bufs() && b.capacity() <= HEADROOM + SMALL_PKT {
             if self.small_pool.len() < SMALL_POOL {
                 self.small_pool.push(b);
             }
