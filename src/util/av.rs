@@ -163,7 +163,7 @@ impl Av {
 
     /// How many entries have been removed (see `removals`): while it is unchanged, what an
     /// endpoint resolved through this AV still holds.
-    fn removals(&self) -> u64 {
+    pub fn removals(&self) -> u64 {
         self.removals.load(Ordering::Acquire)
     }
 

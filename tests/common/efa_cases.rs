@@ -871,6 +871,81 @@ fn a_removed_address_is_forgotten_and_its_index_reused() {
     removed_address_is_forgotten_and_its_index_reused(&a, &b, &c);
 }
 
+/// A send to a local peer skips the endpoint's lock once its path is known (shm): an index
+/// the AV gave back and then to a peer that cannot use shared memory must take the device, and
+/// the skipped checks must still hold (an inject too large, too many iovecs).
+#[test]
+fn an_index_reused_for_a_peer_without_shm_takes_the_device() {
+    let a = lo_node(CAPS, |_| ());
+    let b = lo_node(CAPS, |_| ());
+    let c = lo_node(CAPS, |ep| {
+        ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+            .unwrap()
+    });
+    let ab = a.insert_hex(&b.name_hex());
+    let sent = |n: &Node| {
+        n.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .map(|e| e.device_stats().data_sent)
+            .unwrap()
+    };
+    for seed in 0..3 {
+        exchange(&a, &b, ab, 100, seed % 2 == 0, seed == 1, seed);
+    }
+    assert_eq!(sent(&a) == 0, SHM_TRANSFER == "1", "a reached b through shm");
+    let inject = a.info.tx_attr.inject_size;
+    let (_big, bigv) = buf(inject + 1);
+    assert_eq!(
+        a.ep.send(&msg(&[bigv], ab, 0, 1, FI_INJECT), true),
+        Err(Errno::MSGSIZE),
+        "an inject larger than inject_size"
+    );
+    let many: Vec<_> = (0..a.info.tx_attr.iov_limit + 1).map(|_| buf(8).1).collect();
+    assert_eq!(
+        a.ep.send(&msg(&many, ab, 0, 1, 0), false),
+        Err(Errno::INVAL),
+        "more iovecs than iov_limit"
+    );
+    a.av.remove(ab).unwrap();
+    let ac = a.insert_hex(&c.name_hex());
+    assert_eq!(ac, ab, "the removed index is reused");
+    exchange(&a, &c, ac, 100, false, true, 7);
+    exchange(&a, &c, ac, 4000, true, false, 8);
+    assert!(sent(&a) > 0, "a reached c, which has no shm, through the device");
+    for _ in 0..100 {
+        b.cq.progress();
+    }
+    let mut got = None;
+    assert_eq!(b.cq.read(1, |e| got = Some(*e)), Err(Errno::AGAIN), "b got {got:?}");
+}
+
+/// An application that asked for `FI_THREAD_DOMAIN` serializes its calls: the domain's CQs,
+/// receive queues and hidden shm endpoints then lock without locked instructions (only our
+/// endpoint's own lock, which the ack timer's thread also takes, stays a full one). Messages
+/// of every protocol still go both ways, over either path.
+#[test]
+fn a_thread_domain_domain_is_serialized_and_carries_everything() {
+    init();
+    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some(RDM_DOMAIN);
+    let open = |threading| {
+        let mut hints = fabric::core::Info {
+            caps: CAPS,
+            ..Default::default()
+        };
+        hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
+        hints.domain_attr.threading = threading;
+        Node::open_hints(&EFA, &hints, lo)
+    };
+    assert!(!open(FI_THREAD_SAFE).domain.serialized());
+    let (a, b) = (open(FI_THREAD_DOMAIN), open(FI_THREAD_DOMAIN));
+    assert!(a.domain.serialized() && b.domain.serialized());
+    let (ab, ba) = (a.insert_hex(&b.name_hex()), b.insert_hex(&a.name_hex()));
+    for (i, len) in [8, 4000, 100 << 10, 1 << 20].into_iter().enumerate() {
+        exchange(&a, &b, ab, len, i % 2 == 0, i % 3 == 0, i as u8);
+        exchange(&b, &a, ba, len, i % 2 == 1, i % 3 == 1, 10 + i as u8);
+    }
+}
+
 /// FI_MSG_PREFIX (fi_getinfo(3)), granted when hinted: every send and receive buffer starts
 /// with `msg_prefix_size` bytes of the provider's, and the message is what follows them.
 #[test]

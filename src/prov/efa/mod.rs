@@ -885,6 +885,7 @@ impl Fabric for EfaFabric {
             rm_enabled: info.domain_attr.resource_mgmt != FI_RM_DISABLED,
             knobs: Knobs::load(),
             shm: std::sync::OnceLock::new(),
+            serialized: info.domain_attr.threading == FI_THREAD_DOMAIN,
         }))
     }
 
@@ -922,13 +923,19 @@ pub struct EfaDomain {
     pub knobs: Knobs,
     /// The shm domain of the endpoints that carry our local peers, opened on first use.
     shm: std::sync::OnceLock<Arc<ShmDomain>>,
+    /// `Domain::serialized`: the application asked for `FI_THREAD_DOMAIN`. Our own threads
+    /// (`rdm::ack_timer`, `rdm::quiet`) touch only an endpoint's device, under the endpoint's
+    /// lock, which stays a full one: never its CQs, counters, receive queue or shm endpoint.
+    serialized: bool,
 }
 
 impl EfaDomain {
     /// The shm domain for local peers: it shares our registrations (keys work either way).
     pub fn shm_domain(&self) -> Arc<ShmDomain> {
         self.shm
-            .get_or_init(|| ShmProvider::peer_domain(self.mr_map.clone(), self.mr_mode))
+            .get_or_init(|| {
+                ShmProvider::peer_domain(self.mr_map.clone(), self.mr_mode, self.serialized)
+            })
             .clone()
     }
 
@@ -1046,6 +1053,10 @@ impl Domain for EfaDomain {
 
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
+    }
+
+    fn serialized(&self) -> bool {
+        self.serialized
     }
 
     fn av_open(&self, attr: &AvAttr) -> Result<Arc<Av>> {

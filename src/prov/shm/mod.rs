@@ -380,9 +380,11 @@ impl ShmProvider {
 
     /// The domain of the shm endpoints that carry another provider's local peers (peer mode):
     /// it checks remote accesses against that provider's registrations, so the keys the
-    /// application exchanged work through either path.
-    pub fn peer_domain(mr_map: Arc<MrMap>, mr_mode: i32) -> Arc<ShmDomain> {
-        Self::domain_with(mr_map, mr_mode, false)
+    /// application exchanged work through either path. `serialized` when that provider's
+    /// domain is: its application serializes its calls and no thread of the provider's calls
+    /// into these endpoints.
+    pub fn peer_domain(mr_map: Arc<MrMap>, mr_mode: i32, serialized: bool) -> Arc<ShmDomain> {
+        Self::domain_with(mr_map, mr_mode, serialized)
     }
 
     fn domain_with(mr_map: Arc<MrMap>, mr_mode: i32, serialized: bool) -> Arc<ShmDomain> {
@@ -482,7 +484,7 @@ mod tests {
     }
 
     /// Only a domain whose application serializes every call (`FI_THREAD_DOMAIN`) drops its
-    /// queues' locked instructions; a peer domain (another provider's threads) never does.
+    /// queues' locked instructions; a peer domain does when the provider above it says so.
     #[test]
     fn only_thread_domain_domains_are_serialized() {
         for (threading, serialized) in [
@@ -497,8 +499,10 @@ mod tests {
             let d = ShmProvider::open_domain(&info).unwrap();
             assert_eq!(Domain::serialized(&*d), serialized, "threading {threading}");
         }
-        let peer = ShmProvider::peer_domain(Arc::new(MrMap::new(0, 8)), 0);
-        assert!(!Domain::serialized(&*peer));
+        for serialized in [false, true] {
+            let peer = ShmProvider::peer_domain(Arc::new(MrMap::new(0, 8)), 0, serialized);
+            assert_eq!(Domain::serialized(&*peer), serialized);
+        }
     }
 
     #[test]

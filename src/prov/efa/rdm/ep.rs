@@ -10,9 +10,10 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use super::local::ShmRoutes;
 use super::peer::Peer;
 use super::pkt::RmaIov;
 use super::progress::POLL_BATCH;
@@ -432,6 +433,18 @@ pub struct RdmEndpoint {
     pub(super) shm_permitted: AtomicBool,
     /// `Inner::quiet`, readable without the lock.
     pub(super) quiet: Arc<Quiet>,
+    /// `Inner::enabled`, readable without the lock.
+    pub(super) live: AtomicBool,
+    /// The AV bound when the endpoint was enabled (`Inner::av`), readable without the lock.
+    pub(super) bound_av: OnceLock<Arc<Av>>,
+    /// Destinations known to go through shm (`local.rs`).
+    pub(super) routes: ShmRoutes,
+    /// `Inner::rxq`, reachable without the lock: a receive that matches nothing waiting is
+    /// posted under the queue's lock alone (`post_recv`).
+    pub(super) rxq: SharedRxQueue<Unexp>,
+    /// `inject_size` of our MTU, and `Knobs::rx_size`: for the calls that skip the lock.
+    pub(super) inject_limit: usize,
+    pub(super) rx_size: usize,
 }
 
 impl RdmEndpoint {
@@ -454,7 +467,7 @@ impl RdmEndpoint {
         let mr_mode = domain.mr_map.mr_mode();
         let has = |bits: u32| mr_mode & (bits | FI_MR_BASIC) as i32 != 0;
         let rdma_target = has(FI_MR_PROV_KEY) && has(FI_MR_VIRT_ADDR);
-        let rxq = SharedRxQueue::new(caps & FI_DIRECTED_RECV != 0);
+        let rxq = SharedRxQueue::new_serial(caps & FI_DIRECTED_RECV != 0, domain.serialized);
         // Upstream uses shm unless the application asked for remote communication only.
         let local_comm = caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) != FI_REMOTE_COMM;
         let shm = (local_comm && crate::prov::efa::shm_transfer_enabled())
@@ -487,6 +500,12 @@ impl RdmEndpoint {
             shm_on: AtomicBool::new(false),
             quiet: quiet.clone(),
             shm_permitted: AtomicBool::new(true),
+            live: AtomicBool::new(false),
+            bound_av: OnceLock::new(),
+            routes: ShmRoutes::new(),
+            rxq: rxq.clone(),
+            inject_limit: super::inject_size(mtu),
+            rx_size: knobs.rx_size,
             inner: Mutex::new(Inner {
                 dev,
                 rdma,
@@ -711,6 +730,11 @@ impl Endpoint for RdmEndpoint {
             }
         }
         g.enabled = true;
+        if let Some(av) = &g.av {
+            // The AV cannot change once enabled (`bind` refuses), nor after a close.
+            let _ = self.bound_av.set(av.clone());
+        }
+        self.live.store(true, Ordering::Release);
         super::ack_timer::register(g.acks_kept.clone(), self.me.clone());
         self.progress_locked(&mut g);
         Ok(())
@@ -791,6 +815,8 @@ impl Endpoint for RdmEndpoint {
     fn close(&self) -> Result<()> {
         let mut g = self.lock();
         g.enabled = false;
+        self.live.store(false, Ordering::Release);
+        self.routes.forget_all();
         g.shm_on = false;
         g.quiet.forget(g.dev.wait_fd());
         g.watching = false;

@@ -10,7 +10,7 @@
 //! through the device as any remote peer.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::ep::{Inner, RdmEndpoint};
 use crate::prov::efa::device::EfaAddr;
@@ -64,7 +64,64 @@ fn efa_addr_of(name: &str) -> Option<Vec<u8>> {
     Some(a.to_bytes().to_vec())
 }
 
+/// Destinations last found to go through shm, readable without the endpoint's lock: a send
+/// to one goes straight to shm, skipping our lock, the peer lookup and the route. Between two
+/// processes on one host, that lock pair (two locked instructions) on each send and each
+/// posted receive was most of what efa added to shm's 8-byte ping-pong. Direct-mapped by
+/// `fi_addr`: a miss only takes the locked path, which learns the destination again.
+pub(super) struct ShmRoutes {
+    /// `(AV removals seen) << 32 | (fi_addr + 1)`, or 0 when empty. A removal from the AV may
+    /// give an `fi_addr` to another peer: an entry learnt before it no longer matches.
+    slots: [AtomicU64; ROUTE_SLOTS],
+}
+
+/// As many local peers as a node's ranks in a common job (a miss costs only the lock).
+const ROUTE_SLOTS: usize = 16;
+
+impl ShmRoutes {
+    pub(super) fn new() -> ShmRoutes {
+        ShmRoutes {
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// The slot and its entry for `fi_addr` as of `removals`, if it can have one.
+    fn entry(fi_addr: u64, removals: u64) -> Option<(usize, u64)> {
+        let a = u32::try_from(fi_addr).ok().filter(|&a| a != u32::MAX)?;
+        let e = (removals & 0xffff_ffff) << 32 | u64::from(a + 1);
+        Some((a as usize % ROUTE_SLOTS, e))
+    }
+
+    /// Whether `fi_addr` was learnt to go through shm while the AV had seen `removals`.
+    pub(super) fn knows(&self, fi_addr: u64, removals: u64) -> bool {
+        Self::entry(fi_addr, removals)
+            .is_some_and(|(i, e)| self.slots[i].load(Ordering::Acquire) == e)
+    }
+
+    /// `fi_addr` goes through shm (decided under the endpoint's lock, with the AV synced to
+    /// `removals`).
+    pub(super) fn learn(&self, fi_addr: u64, removals: u64) {
+        if let Some((i, e)) = Self::entry(fi_addr, removals) {
+            self.slots[i].store(e, Ordering::Release);
+        }
+    }
+
+    pub(super) fn forget_all(&self) {
+        for s in &self.slots {
+            s.store(0, Ordering::Release);
+        }
+    }
+}
+
 impl RdmEndpoint {
+    /// The shm endpoint for `fi_addr` if it is known to go there, found without our lock
+    /// (see `ShmRoutes`).
+    pub(super) fn known_route(&self, fi_addr: u64) -> Option<&Arc<ShmEndpoint>> {
+        let shm = self.shm()?;
+        let removals = self.bound_av.get()?.removals();
+        self.routes.knows(fi_addr, removals).then_some(shm)
+    }
+
     /// Our shm endpoint, once enabled.
     pub(super) fn shm(&self) -> Option<&Arc<ShmEndpoint>> {
         self.shm
@@ -120,6 +177,31 @@ impl RdmEndpoint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::consts::FI_ADDR_UNSPEC;
+
+    #[test]
+    fn a_route_is_known_for_its_address_until_the_av_removes_anything() {
+        let r = ShmRoutes::new();
+        assert!(!r.knows(0, 0), "nothing learnt");
+        r.learn(3, 7);
+        assert!(r.knows(3, 7));
+        assert!(!r.knows(3, 8), "an AV removal since");
+        assert!(!r.knows(4, 7));
+        // Direct-mapped: an address in the same slot takes it over.
+        r.learn(3 + ROUTE_SLOTS as u64, 7);
+        assert!(r.knows(3 + ROUTE_SLOTS as u64, 7));
+        assert!(!r.knows(3, 7));
+        // Counts past 32 bits still tell a removal apart.
+        r.learn(5, 1 << 32);
+        assert!(r.knows(5, 1 << 32) && !r.knows(5, (1 << 32) + 1));
+        // FI_ADDR_UNSPEC, FI_ADDR_NOTAVAIL and other addresses past 32 bits are never known.
+        for a in [FI_ADDR_UNSPEC, u64::from(u32::MAX), 1 << 40] {
+            r.learn(a, 0);
+            assert!(!r.knows(a, 0), "{a:#x}");
+        }
+        r.forget_all();
+        assert!(!r.knows(3 + ROUTE_SLOTS as u64, 7) && !r.knows(5, 1 << 32));
+    }
 
     #[test]
     fn shm_names_lead_back_to_the_efa_address() {

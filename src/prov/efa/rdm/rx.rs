@@ -3,6 +3,8 @@
 //! order (§4) and matched. Messages are received here (§3: CTS and RECEIPT answered); remote
 //! accesses to our memory are in `target.rs`, control packets in `ctrl.rs`.
 
+use std::sync::atomic::Ordering;
+
 use super::ep::*;
 use super::pkt::{self, Pkt, Req};
 use super::placement::Target;
@@ -14,7 +16,9 @@ use crate::sys::mem::{IoVec, iov_len, scatter};
 use crate::util::Progress;
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::MsgOp;
-use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected, complete_discard};
+use crate::util::rxq::{
+    MAX_IOV, Peek, PostOutcome, Recv, Unexpected, complete_discard, posts_alone,
+};
 
 /// Largest message staged whole while unexpected (medium protocol); larger claims are bogus.
 const MAX_STAGED: usize = 16 << 20;
@@ -33,15 +37,44 @@ impl RdmEndpoint {
         if flags & FI_MULTI_RECV != 0 && (tagged || self.caps & FI_MULTI_RECV == 0) {
             return Err(Errno::BADFLAGS);
         }
-        let mut g = self.lock();
-        if !g.enabled {
-            return Err(Errno::OPBADSTATE);
-        }
         let src = if self.caps & FI_DIRECTED_RECV != 0 {
             op.addr
         } else {
             FI_ADDR_UNSPEC
         };
+        // As shm's: the common receive takes only the queue's lock (arrivals from the device
+        // and from shm match under it too); our lock only when a waiting message matched.
+        if posts_alone(flags, tagged) && self.live.load(Ordering::Acquire) {
+            let recv = || Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
+            if let Some(posted) =
+                self.rxq
+                    .post_alone(recv, src != FI_ADDR_UNSPEC, tagged, self.rx_size)
+            {
+                let mut outcome = posted?;
+                if let PostOutcome::Matched(_) = outcome {
+                    let mut g = self.lock();
+                    while let PostOutcome::Matched(m) = outcome {
+                        let (recv, u) = *m;
+                        outcome = match u.payload {
+                            // Its peer died between the match and our lock, and took the
+                            // message with it (`peer_died`): the receive waits again.
+                            Pending::Foreign(id) if g.rxes.get(id).is_none() => {
+                                g.rxq.lock().post(recv, tagged)
+                            }
+                            _ => {
+                                self.deliver_unexpected(&mut g, recv, tagged, u);
+                                PostOutcome::Queued
+                            }
+                        };
+                    }
+                }
+                return Ok(());
+            }
+        }
+        let mut g = self.lock();
+        if !g.enabled {
+            return Err(Errno::OPBADSTATE);
+        }
         if src != FI_ADDR_UNSPEC && g.rxq.lock().has_unknown_sources() {
             self.resolve_sources(&mut g);
         }

@@ -492,10 +492,21 @@ impl RdmEndpoint {
         }
         let flags = self.flags.resolve_tx(op.call, op.flags);
         let len = iov_len(op.iov);
+        // fi_inject and the FI_INJECT flag (on the call or in op_flags) alike.
+        let too_big = flags & FI_INJECT != 0 && len > self.inject_limit;
+        // A local peer already routed (which implies enabled) skips our lock.
+        if let Some(shm) = self.known_route(op.addr) {
+            if op.iov.len() > MAX_IOV {
+                return Err(Errno::INVAL);
+            }
+            if too_big {
+                return Err(Errno::MSGSIZE);
+            }
+            return shm.send(op, tagged);
+        }
         let mut g = self.lock();
         self.check(&g, op.iov)?;
-        // fi_inject and the FI_INJECT flag (on the call or in op_flags) alike.
-        if flags & FI_INJECT != 0 && len > super::inject_size(g.mtu) {
+        if too_big {
             return Err(Errno::MSGSIZE);
         }
         if g.tx_full() {
@@ -503,6 +514,7 @@ impl RdmEndpoint {
         }
         let peer = g.peer_for(op.addr)?;
         if let Some(shm) = self.route(&mut g, peer) {
+            self.routes.learn(op.addr, g.av_removals);
             drop(g);
             return shm.send(op, tagged);
         }

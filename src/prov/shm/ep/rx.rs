@@ -16,7 +16,9 @@ use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::MsgOp;
 use std::sync::atomic::Ordering;
 
-use crate::util::rxq::{MAX_IOV, Peek, PostOutcome, Recv, Unexpected, complete_discard};
+use crate::util::rxq::{
+    MAX_IOV, Peek, PostOutcome, Recv, Unexpected, complete_discard, posts_alone,
+};
 
 /// What an unexpected message holds until a receive matches it.
 pub enum Pending {
@@ -149,26 +151,18 @@ impl ShmEndpoint {
         } else {
             FI_ADDR_UNSPEC
         };
-        // The common receive (no peek, claim or multi-receive) takes only the queue's lock,
-        // which also orders it against arrivals (`handle_msg` matches and parks under it); the
-        // endpoint's lock only when a waiting message matched. Posting a window of receives
-        // took two locks each, four locked instructions, a third of the receive side's time
-        // in the library at 8 bytes.
-        let special = if tagged {
-            FI_PEEK | FI_CLAIM
-        } else {
-            FI_MULTI_RECV
-        };
-        if flags & special == 0 {
+        // The common receive takes only the queue's lock (`handle_msg` matches and parks
+        // under it too); the endpoint's lock only when a waiting message matched.
+        if posts_alone(flags, tagged) {
             if !self.live.load(Ordering::Acquire) {
                 return Err(Errno::OPBADSTATE);
             }
-            let mut q = self.rxq.lock();
-            // A directed receive may need the sources of waiting messages resolved first.
-            if src == FI_ADDR_UNSPEC || !q.has_unknown_sources() {
-                let recv = Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
-                if let PostOutcome::Matched(m) = q.post(recv, tagged) {
-                    drop(q);
+            let recv = || Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
+            if let Some(posted) =
+                self.rxq
+                    .post_alone(recv, src != FI_ADDR_UNSPEC, tagged, usize::MAX)
+            {
+                if let PostOutcome::Matched(m) = posted? {
                     let (recv, u) = *m;
                     let mut g = self.lock();
                     self.deliver(&mut g, recv, tagged, u);
