@@ -404,6 +404,11 @@ pub trait Device: Send {
     /// Takes back the buffer of a [`Completion::Run`] whose datagrams were handled.
     fn return_run(&mut self, _buf: Vec<u8>) {}
 
+    /// A burst of sends starts (`on`) or ends: posted back to back, with nothing but their
+    /// headers written in between, they may share the time their retransmission timers start
+    /// from. A device that reads no clock per send ignores it.
+    fn send_burst(&mut self, _on: bool) {}
+
     /// `FI_OPT_EFA_RNR_RETRY`.
     fn set_rnr_retry(&mut self, n: u32);
 

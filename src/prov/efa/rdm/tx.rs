@@ -296,6 +296,14 @@ impl Inner {
 
     /// Sends CTSDATA for what the receiver granted.
     pub fn send_window(&mut self, id: u64) {
+        // Headers only between the sends (payloads leave in place, or copied from a piece
+        // smaller than a datagram): they may share a clock reading (`Device::send_burst`).
+        self.dev.send_burst(true);
+        self.send_window_burst(id);
+        self.dev.send_burst(false);
+    }
+
+    fn send_window_burst(&mut self, id: u64) {
         let Some(peer) = self.txes.get(id).map(|t| t.peer) else {
             return;
         };
