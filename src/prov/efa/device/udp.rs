@@ -174,9 +174,9 @@ pub struct UdpDevice {
     mtu: usize,
     t: Transport<SocketAddr>,
     origin: Instant,
-    /// Within a burst of sends (`Device::send_burst`): the clock reading its sends share, and
-    /// how many used it.
-    burst: Option<(Option<Time>, u32, usize)>,
+    /// Within a burst of sends (`Device::send_burst`): the clock reading its sends share, how
+    /// many used it and the bytes written into their buffers.
+    burst: Option<(Time, u32, usize)>,
     recvs: VecDeque<(u64, Vec<u8>)>,
     rx_bufs: Vec<Vec<u8>>,
     rx_meta: Vec<(usize, SocketAddr, usize)>,
@@ -308,21 +308,19 @@ impl UdpDevice {
     /// of 50 µs or more (`srd::REORDER_WINDOW_MIN`); datagrams sent at the same time are
     /// ordered by their sequence (RFC 8985 §6.2).
     fn send_time(&mut self, copied: usize) -> Time {
-        match &mut self.burst {
-            Some((Some(t), uses, bytes))
-                if *uses < SEND_CLOCK_USES && *bytes + copied <= SEND_CLOCK_BYTES =>
-            {
-                *uses += 1;
-                *bytes += copied;
-                *t
-            }
-            Some(shared) => {
-                let t = self.origin.elapsed().as_nanos() as Time;
-                *shared = (Some(t), 1, copied);
-                t
-            }
-            None => self.now(),
+        if let Some((t, uses, bytes)) = &mut self.burst
+            && *uses < SEND_CLOCK_USES
+            && *bytes + copied <= SEND_CLOCK_BYTES
+        {
+            *uses += 1;
+            *bytes += copied;
+            return *t;
         }
+        let t = self.now();
+        if let Some(shared) = &mut self.burst {
+            *shared = (t, 1, copied);
+        }
+        t
     }
 
     /// The next timer (retransmission, back-off, delayed ack, injected delay).
@@ -873,7 +871,8 @@ impl Device for UdpDevice {
     }
 
     fn send_burst(&mut self, on: bool) {
-        self.burst = on.then_some((None, 0, 0));
+        // Spent from the start: the burst's first send reads the clock.
+        self.burst = on.then_some((0, SEND_CLOCK_USES, 0));
     }
 
     fn return_run(&mut self, buf: Vec<u8>) {
@@ -1176,8 +1175,6 @@ mod tests {
         ));
     }
 
-    /// Arrivals past the posted receives wait in the socket for the next ones, not refused
-    /// with RNR: a burst longer than the posted buffers costs its sender no back-off.
     #[test]
     fn a_burst_shares_a_clock_reading_for_a_bounded_run_of_sends() {
         let mut d = UdpDevice::open(&lo(), 0, &DeviceConfig::default()).unwrap();
@@ -1207,6 +1204,8 @@ mod tests {
         assert!(d.send_time(64) > after);
     }
 
+    /// Arrivals past the posted receives wait in the socket for the next ones, not refused
+    /// with RNR: a burst longer than the posted buffers costs its sender no back-off.
     #[test]
     fn a_burst_past_the_posted_receives_waits_for_them() {
         let cfg = DeviceConfig::default();

@@ -90,7 +90,7 @@ impl RdmEndpoint {
         let context = recv.context;
         let mut outcome = {
             let mut q = g.rxq.lock();
-            if q.posted() >= g.knobs.rx_size {
+            if q.posted() >= self.rx_size {
                 return Err(Errno::AGAIN);
             }
             q.post(recv, tagged)
