@@ -49,11 +49,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         };
         // One lookup per datagram: the peer's index, once learned, serves the ack, the data
         // and the back-off below.
-        let known = match self.index.get(&key) {
-            Some(&p) => Some(p),
+        let known = match self.find(key) {
+            Some(p) => Some(p),
             None => {
                 self.learn(key);
-                self.index.get(&key).copied()
+                self.find(key)
             }
         };
         match repr {
@@ -169,38 +169,60 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: u128) {
         let max_rto = self.cfg.max_rto;
         let min_rto = self.cfg.min_rto;
-        let peer = &mut self.peers[p];
+        let Transport {
+            peers, completions, ..
+        } = self;
+        let peer = &mut peers[p];
         let mut newly = 0u32;
         let mut sample = None;
         let mut spurious = false;
-        let base = peer.base;
-        for (i, slot) in peer.slots.iter_mut().enumerate() {
-            let seq = base.wrapping_add(i as u32);
-            let acked = seq_lt(seq, cum) || {
-                let off = seq.wrapping_sub(cum);
-                (1..=wire::SACK_BITS).contains(&off) && sack & (1 << (off - 1)) != 0
-            };
-            if acked && !slot.acked {
-                slot.acked = true;
-                newly += 1;
-                spurious |= peer
-                    .undo
-                    .is_some_and(|(_, _, order)| slot.sent_order < order);
-                if slot.transmissions == 1 && !slot.rnr_wait && slot.rnr == 0 {
-                    sample = Some(now.saturating_sub(slot.first_sent));
-                }
-                // An ack that comes sooner than the shortest round trip after a
-                // retransmission answers an earlier copy: it says nothing about when the last
-                // one left, and the retransmission was spurious (late, not lost).
-                if slot.transmissions == 1 || now.saturating_sub(slot.last_sent) >= peer.min_rtt {
-                    peer.rack_sent = peer.rack_sent.max(slot.last_sent);
-                    peer.rack_order = peer.rack_order.max(slot.sent_order);
-                } else if !slot.rnr_wait && slot.rnr == 0 {
-                    peer.reo_quarters = (peer.reo_quarters * 2).min(64);
-                    peer.recoveries = 0;
-                }
+        // Only the slots this ack names are visited, in the window's order: those below `cum`
+        // (a prefix of the window) and those its selective bits name. Each one newly
+        // acknowledged completes at once (a selective ack frees its buffer early, too).
+        let len = peer.slots.len();
+        let below = (cum.wrapping_sub(peer.base) as i32).clamp(0, len as i32) as usize;
+        let mut mark = |i: usize| {
+            let slot = &mut peer.slots[i];
+            if slot.acked {
+                return;
+            }
+            slot.acked = true;
+            newly += 1;
+            let buf = core::mem::take(&mut slot.datagram);
+            completions.push_back((slot.wr_id, Status::Ok, buf));
+            slot.wr_id = u64::MAX;
+            spurious |= peer
+                .undo
+                .is_some_and(|(_, _, order)| slot.sent_order < order);
+            if slot.transmissions == 1 && !slot.rnr_wait && slot.rnr == 0 {
+                sample = Some(now.saturating_sub(slot.first_sent));
+            }
+            // An ack that comes sooner than the shortest round trip after a
+            // retransmission answers an earlier copy: it says nothing about when the last
+            // one left, and the retransmission was spurious (late, not lost).
+            if slot.transmissions == 1 || now.saturating_sub(slot.last_sent) >= peer.min_rtt {
+                peer.rack_sent = peer.rack_sent.max(slot.last_sent);
+                peer.rack_order = peer.rack_order.max(slot.sent_order);
+            } else if !slot.rnr_wait && slot.rnr == 0 {
+                peer.reo_quarters = (peer.reo_quarters * 2).min(64);
+                peer.recoveries = 0;
+            }
+        };
+        for i in 0..below {
+            mark(i);
+        }
+        // Bit k: `cum + 1 + k`, at index `cum + 1 + k - base` (below the window when the ack
+        // is older than the window's start).
+        let mut bits = sack;
+        while bits != 0 {
+            let k = bits.trailing_zeros();
+            bits &= bits - 1;
+            let at = cum.wrapping_add(1 + k).wrapping_sub(peer.base) as i32;
+            if at >= 0 && (at as usize) < len {
+                mark(at as usize);
             }
         }
+        peer.acked_in_window += newly as usize;
         if newly == 0 {
             return;
         }
@@ -256,10 +278,21 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         // clock says (the classic duplicate threshold: a burst leaves within microseconds),
         // unless the path was seen to reorder (RFC 8985 §6.2 turns it off then as well).
         let use_dup_thresh = peer.reo_quarters == 1;
+        Self::pop_acked_prefix(peer);
+        // In order, the common case: no acknowledged slot is left behind an unacknowledged
+        // one, and the oldest left was sent once and after everything acknowledged. First
+        // sends go out in the window's order, so no slot was sent before an acknowledged one
+        // and nothing is lost or suspect: the walk below would find nothing.
+        let in_order = peer.acked_in_window == 0
+            && peer
+                .slots
+                .front()
+                .is_none_or(|s| s.transmissions == 1 && s.sent_order > peer.rack_order);
         let mut lost = false;
         let mut acked_after = 0;
         let mut suspect_due = Time::MAX;
-        for i in (0..peer.slots.len()).rev() {
+        let walk = if in_order { 0 } else { peer.slots.len() };
+        for i in (0..walk).rev() {
             let slot = &mut peer.slots[i];
             if slot.acked {
                 acked_after += 1;
@@ -283,21 +316,12 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         if lost {
             peer.on_loss(now);
         }
-        self.complete_prefix(p);
         self.fill_window(now, p);
     }
 
-    /// Completes (in order) every acknowledged datagram at the head of the window; acked ones
-    /// further in complete as well, leaving holes that keep their sequence numbers.
-    fn complete_prefix(&mut self, p: usize) {
-        let peer = &mut self.peers[p];
-        for slot in peer.slots.iter_mut() {
-            if slot.acked && slot.wr_id != u64::MAX {
-                let buf = core::mem::take(&mut slot.datagram);
-                self.completions.push_back((slot.wr_id, Status::Ok, buf));
-                slot.wr_id = u64::MAX;
-            }
-        }
+    /// Drops the acknowledged slots at the head of `peer`'s window (each completed when it
+    /// was acknowledged).
+    fn pop_acked_prefix(peer: &mut super::Peer<A>) {
         while peer.slots.front().is_some_and(|s| s.acked) {
             peer.pop_slot();
             peer.base = peer.base.wrapping_add(1);
@@ -328,11 +352,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             let wr_id = slot.wr_id;
             slot.wr_id = u64::MAX;
             self.completions.push_back((wr_id, Status::Rnr, buf));
+            peer.acked_in_window += 1;
             // The receiver never got it: later datagrams carry a base past it.
-            while peer.slots.front().is_some_and(|s| s.acked) {
-                peer.pop_slot();
-                peer.base = peer.base.wrapping_add(1);
-            }
+            Self::pop_acked_prefix(peer);
             // It no longer counts for the probe either, which may now follow an older
             // datagram and be due before the peer's wake (found by the fuzzer: the probe was
             // skipped until the retransmission timer, and in the harness, whose clock only

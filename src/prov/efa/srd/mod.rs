@@ -218,6 +218,9 @@ struct Peer<A> {
     slots: VecDeque<Slot>,
     /// Bytes of the datagrams in `slots`.
     slot_bytes: usize,
+    /// Slots in `slots` acknowledged (or failed) and not yet dropped: behind the head, they
+    /// are what can show an older one lost.
+    acked_in_window: usize,
     /// Sends waiting for window room: (wr_id, buffer, datagram length).
     queued: VecDeque<(u64, Vec<u8>, usize, IoVec)>,
     cwnd: f64,
@@ -300,6 +303,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             base: 0,
             slots: VecDeque::new(),
             slot_bytes: 0,
+            acked_in_window: 0,
             queued: VecDeque::new(),
             cwnd: cfg.initial_window.min(cfg.max_window) as f64,
             ssthresh: cfg.max_window as f64,
@@ -463,6 +467,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
     fn pop_slot(&mut self) {
         if let Some(s) = self.slots.pop_front() {
             self.slot_bytes -= s.len + s.tail.len();
+            self.acked_in_window -= usize::from(s.acked);
         }
     }
 
@@ -505,6 +510,9 @@ pub struct Transport<A> {
     cfg: Config,
     peers: Vec<Peer<A>>,
     index: FastMap<PeerKey<A>, usize>,
+    /// The peer found last: a window of sends, or a stream of arrivals, names the same one
+    /// over and over (peers are never dropped; only `learn` changes a key's index).
+    last_found: Option<(PeerKey<A>, usize)>,
     transmits: VecDeque<Transmit<A>>,
     /// Peers whose `ack_due` is set.
     acks_due: Vec<usize>,
@@ -521,6 +529,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             cfg,
             peers: Vec::new(),
             index: FastMap::default(),
+            last_found: None,
             transmits: VecDeque::new(),
             acks_due: Vec::new(),
             completions: VecDeque::new(),
@@ -549,8 +558,20 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
+    /// The index of the peer `key`, if it is one.
+    fn find(&mut self, key: PeerKey<A>) -> Option<usize> {
+        if let Some((k, i)) = self.last_found
+            && k == key
+        {
+            return Some(i);
+        }
+        let i = *self.index.get(&key)?;
+        self.last_found = Some((key, i));
+        Some(i)
+    }
+
     fn peer(&mut self, key: PeerKey<A>, now: Time) -> usize {
-        if let Some(&i) = self.index.get(&key) {
+        if let Some(i) = self.find(key) {
             return i;
         }
         self.peers.push(Peer::new(key, &self.cfg, now));
@@ -567,6 +588,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             qkey: 0,
         };
         if let Some(p) = self.index.remove(&unkeyed) {
+            self.last_found = None;
             self.peers[p].key = key;
             self.index.insert(key, p);
             self.stats.qkeys_learned += 1;
@@ -578,6 +600,19 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     #[cfg(test)]
     pub fn in_flight(&self) -> usize {
         self.peers.iter().map(|p| p.in_flight()).sum()
+    }
+
+    /// The counts each peer keeps of its window agree with the window (tests: on_ack trusts
+    /// `acked_in_window` to skip its loss walk).
+    #[cfg(test)]
+    pub fn check_window_counts(&self) {
+        for p in &self.peers {
+            let acked = p.slots.iter().filter(|s| s.acked).count();
+            assert_eq!(p.acked_in_window, acked, "acknowledged slots in the window");
+            let bytes: usize = p.slots.iter().map(|s| s.len + s.tail.len()).sum();
+            assert_eq!(p.slot_bytes, bytes, "bytes in the window");
+            assert!(p.slots.iter().all(|s| !s.acked || s.wr_id == u64::MAX));
+        }
     }
 
     pub fn outstanding(&self) -> usize {
@@ -968,6 +1003,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     fn fail_peer(&mut self, p: usize, status: Status) {
         let peer = &mut self.peers[p];
         peer.slot_bytes = 0;
+        peer.acked_in_window = 0;
         for slot in peer.slots.drain(..) {
             if !slot.acked && slot.wr_id != u64::MAX {
                 self.completions
@@ -990,7 +1026,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
 
     /// Fails everything pending to `dest` (the upper layer gave up on it).
     pub fn abandon(&mut self, dest: PeerKey<A>, status: Status) {
-        if let Some(&p) = self.index.get(&dest) {
+        if let Some(p) = self.find(dest) {
             self.fail_peer(p, status);
         }
     }

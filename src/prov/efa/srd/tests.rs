@@ -183,6 +183,7 @@ impl Sim {
                 }
             }
             q.handle_timeout(self.now);
+            q.check_window_counts();
         }
         true
     }
