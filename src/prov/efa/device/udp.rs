@@ -213,6 +213,10 @@ pub struct UdpDevice {
     /// The last receive found the socket empty: the next datagram is likely alone (an
     /// answer awaited), and is taken by itself (`receive`).
     was_empty: bool,
+    /// The destination of the last send, its socket address and path MTU: a window of sends
+    /// names one peer, whose GID need not be turned into an IP address and looked for among
+    /// this host's each time.
+    last_route: Option<(EfaAddr, SocketAddr, usize)>,
 }
 
 /// SocketAddr with an order, for the delay heap.
@@ -284,7 +288,20 @@ impl UdpDevice {
             placed: 0,
             was_empty: false,
             local,
+            last_route: None,
         })
+    }
+
+    /// The socket address of `dest` and the largest datagram its path takes.
+    fn route(&mut self, dest: &EfaAddr) -> (SocketAddr, usize) {
+        if let Some((a, sock, mtu)) = self.last_route
+            && a == *dest
+        {
+            return (sock, mtu);
+        }
+        let route = (dest.socket(), self.path_mtu_ip(dest.ip()));
+        self.last_route = Some((*dest, route.0, route.1));
+        route
     }
 
     /// [`Device::path_mtu`] by IP address.
@@ -700,7 +717,8 @@ impl Device for UdpDevice {
         tail: IoVec,
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)> {
-        if len + tail.len() > self.path_mtu_ip(dest.ip()) {
+        let (addr, mtu) = self.route(&dest);
+        if len + tail.len() > mtu {
             return Err((Errno::MSGSIZE, buf));
         }
         if self.sends >= self.max_send {
@@ -712,7 +730,7 @@ impl Device for UdpDevice {
         self.t.send_prefix(
             now,
             PeerKey {
-                addr: dest.socket(),
+                addr,
                 qkey: dest.qkey,
             },
             wr_id,

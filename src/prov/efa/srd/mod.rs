@@ -660,8 +660,13 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         if !peer.busy() {
             peer.last_progress = now;
         }
-        peer.queued.push_back((wr_id, buf, len, tail));
-        self.fill_window(now, p);
+        // Nothing waits before it and the window has room: straight onto the wire.
+        if self.peers[p].queued.is_empty() && self.window_room(p) {
+            self.launch(now, p, wr_id, buf, len, tail);
+        } else {
+            self.peers[p].queued.push_back((wr_id, buf, len, tail));
+            self.fill_window(now, p);
+        }
     }
 
     /// Sends a datagram outside the reliable protocol (no sequence, no ack, no retry).
@@ -674,75 +679,92 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         wire::seal(datagram, self.cfg.checksum_payloads);
     }
 
-    /// Moves queued sends into the window while there is room.
-    fn fill_window(&mut self, now: Time, p: usize) {
-        let qkey = self.cfg.qkey;
-        let peer = &mut self.peers[p];
-        while peer.in_flight() < (peer.cwnd as usize).max(1)
+    /// Whether peer `p`'s window has room for one more datagram.
+    fn window_room(&self, p: usize) -> bool {
+        let peer = &self.peers[p];
+        peer.in_flight() < (peer.cwnd as usize).max(1)
             && peer.in_flight() < self.cfg.max_window as usize
             && peer.slot_bytes < self.cfg.max_window_bytes
-        {
-            let Some((wr_id, mut datagram, mut len, mut tail)) = peer.queued.pop_front() else {
+    }
+
+    /// Moves queued sends into the window while there is room.
+    fn fill_window(&mut self, now: Time, p: usize) {
+        while self.window_room(p) {
+            let Some((wr_id, datagram, len, tail)) = self.peers[p].queued.pop_front() else {
                 break;
             };
-            let seq = peer.next_seq;
-            peer.next_seq = seq.wrapping_add(1);
-            let sent_order = peer.next_order;
-            peer.next_order += 1;
-            if peer.slots.is_empty() {
-                peer.base = seq;
-            }
-            // An ack owed to this peer is the trailer, which ends the datagram: a tail that
-            // fits is copied in first. A request-response exchange (a pingpong) would otherwise
-            // leave every ack to wait `ack_delay` for a datagram that carries no tail.
-            if peer.ack_due && !tail.is_empty() && len + tail.len() + ACK_TRAILER <= datagram.len()
-            {
-                datagram[len..len + tail.len()].copy_from_slice(tail.as_bytes());
-                len += tail.len();
-                tail = IoVec::EMPTY;
-            }
-            let room = tail.is_empty() && len + ACK_TRAILER <= datagram.len();
-            let ack = (peer.ack_due && room).then(|| {
-                peer.acked();
-                len += ACK_TRAILER;
-                self.stats.acks_sent += 1;
-                self.stats.acks_piggybacked += 1;
-                (peer.expected, peer.sack())
-            });
-            Repr::Data {
-                dst_qkey: peer.key.qkey,
-                src_qkey: qkey,
-                seq,
-                base: peer.base,
-                ack,
-            }
-            .emit(&mut datagram[..len]);
-            // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
-            wire::seal(&mut datagram[..len], self.cfg.checksum_payloads);
-            peer.slot_bytes += len + tail.len();
-            peer.slots.push_back(Slot {
-                wr_id,
-                datagram,
-                len,
-                tail,
-                first_sent: now,
-                last_sent: now,
-                sent_order,
-                due: now + peer.rto,
-                transmissions: 1,
-                rnr: 0,
-                acked: false,
-                rnr_wait: false,
-                suspect: false,
-            });
-            peer.wake_by_send(now);
-            self.transmits.push_back(Transmit::Data {
-                dest: peer.key.addr,
-                peer: p,
-                seq,
-            });
-            self.stats.data_sent += 1;
+            self.launch(now, p, wr_id, datagram, len, tail);
         }
+    }
+
+    /// Puts a send into peer `p`'s window (which has room) and names it for `poll_transmit`.
+    fn launch(
+        &mut self,
+        now: Time,
+        p: usize,
+        wr_id: u64,
+        mut datagram: Vec<u8>,
+        mut len: usize,
+        mut tail: IoVec,
+    ) {
+        let qkey = self.cfg.qkey;
+        let peer = &mut self.peers[p];
+        let seq = peer.next_seq;
+        peer.next_seq = seq.wrapping_add(1);
+        let sent_order = peer.next_order;
+        peer.next_order += 1;
+        if peer.slots.is_empty() {
+            peer.base = seq;
+        }
+        // An ack owed to this peer is the trailer, which ends the datagram: a tail that
+        // fits is copied in first. A request-response exchange (a pingpong) would otherwise
+        // leave every ack to wait `ack_delay` for a datagram that carries no tail.
+        if peer.ack_due && !tail.is_empty() && len + tail.len() + ACK_TRAILER <= datagram.len() {
+            datagram[len..len + tail.len()].copy_from_slice(tail.as_bytes());
+            len += tail.len();
+            tail = IoVec::EMPTY;
+        }
+        let room = tail.is_empty() && len + ACK_TRAILER <= datagram.len();
+        let ack = (peer.ack_due && room).then(|| {
+            peer.acked();
+            len += ACK_TRAILER;
+            self.stats.acks_sent += 1;
+            self.stats.acks_piggybacked += 1;
+            (peer.expected, peer.sack())
+        });
+        Repr::Data {
+            dst_qkey: peer.key.qkey,
+            src_qkey: qkey,
+            seq,
+            base: peer.base,
+            ack,
+        }
+        .emit(&mut datagram[..len]);
+        // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
+        wire::seal(&mut datagram[..len], self.cfg.checksum_payloads);
+        peer.slot_bytes += len + tail.len();
+        peer.slots.push_back(Slot {
+            wr_id,
+            datagram,
+            len,
+            tail,
+            first_sent: now,
+            last_sent: now,
+            sent_order,
+            due: now + peer.rto,
+            transmissions: 1,
+            rnr: 0,
+            acked: false,
+            rnr_wait: false,
+            suspect: false,
+        });
+        peer.wake_by_send(now);
+        self.transmits.push_back(Transmit::Data {
+            dest: peer.key.addr,
+            peer: p,
+            seq,
+        });
+        self.stats.data_sent += 1;
     }
 
     /// The bytes of an outstanding datagram named by a [`Transmit::Data`], in two parts: the
