@@ -184,6 +184,7 @@ unsafe fn update_fold(crc: u32, data: &[u8]) -> u32 {
 /// The CPU supports SSE 4.2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.2")]
+#[inline]
 unsafe fn update_hw(crc: u32, data: &[u8]) -> u32 {
     use std::arch::x86_64::{_mm_crc32_u8, _mm_crc32_u32, _mm_crc32_u64};
     let mut c = u64::from(crc);
@@ -231,47 +232,26 @@ pub fn crc32c(parts: &[&[u8]]) -> u32 {
     !parts.iter().fold(!0u32, |c, p| update(c, p))
 }
 
-/// CRC-32C of `N` bytes (`N` a multiple of 4), unrolled: an SRD header gathered around its
-/// checksum field costs a handful of instructions instead of a call per part.
+/// CRC-32C of `N` bytes, unrolled for the size: an SRD header gathered around its checksum
+/// field costs a handful of instructions instead of a call per part.
 pub fn crc32c_fixed<const N: usize>(b: &[u8; N]) -> u32 {
-    const { assert!(N.is_multiple_of(4)) };
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("sse4.2") {
+    if has_sse42() {
         // SAFETY: the CPU was checked for SSE 4.2.
         return unsafe { crc32c_fixed_hw(b) };
     }
     crc32c(&[b])
 }
 
-/// [`crc32c_fixed`] with the instruction.
+/// [`crc32c_fixed`] with the instruction: [`update_hw`] inlined over a length known here.
 ///
 /// # Safety
 /// The CPU supports SSE 4.2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "sse4.2")]
 unsafe fn crc32c_fixed_hw<const N: usize>(b: &[u8; N]) -> u32 {
-    use std::arch::x86_64::{_mm_crc32_u32, _mm_crc32_u64};
-    let mut c = u64::from(!0u32);
-    let mut i = 0;
-    while i + 8 <= N {
-        let w: [u8; 8] = [
-            b[i],
-            b[i + 1],
-            b[i + 2],
-            b[i + 3],
-            b[i + 4],
-            b[i + 5],
-            b[i + 6],
-            b[i + 7],
-        ];
-        c = _mm_crc32_u64(c, u64::from_le_bytes(w));
-        i += 8;
-    }
-    let mut c = c as u32;
-    if i < N {
-        c = _mm_crc32_u32(c, u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]));
-    }
-    !c
+    // SAFETY: this function's own precondition.
+    !unsafe { update_hw(!0, b) }
 }
 
 /// A checksum of large buffers that runs three CRC-32C lanes over the thirds (the instruction
@@ -351,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn parts_gathered_or_not_give_the_crc_of_their_concatenation() {
+    fn parts_give_the_crc_of_their_concatenation() {
         let data: Vec<u8> = (0..200u32).map(|i| (i * 37 + 11) as u8).collect();
         for total in [0, 1, 3, 4, 5, 20, 24, 44, 63, 64, 65, 100] {
             let whole = &data[..total];

@@ -186,11 +186,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             if slot.acked {
                 return;
             }
-            slot.acked = true;
             newly += 1;
-            let buf = core::mem::take(&mut slot.datagram);
-            completions.push_back((slot.wr_id, Status::Ok, buf));
-            slot.wr_id = u64::MAX;
+            completions.push_back(slot.settle(Status::Ok));
             spurious |= peer
                 .undo
                 .is_some_and(|(_, _, order)| slot.sent_order < order);
@@ -278,7 +275,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         // clock says (the classic duplicate threshold: a burst leaves within microseconds),
         // unless the path was seen to reorder (RFC 8985 §6.2 turns it off then as well).
         let use_dup_thresh = peer.reo_quarters == 1;
-        Self::pop_acked_prefix(peer);
+        peer.pop_acked_prefix();
         // In order, the common case: no acknowledged slot is left behind an unacknowledged
         // one, and the oldest left was sent once and after everything acknowledged. First
         // sends go out in the window's order, so no slot was sent before an acknowledged one
@@ -319,15 +316,6 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         self.fill_window(now, p);
     }
 
-    /// Drops the acknowledged slots at the head of `peer`'s window (each completed when it
-    /// was acknowledged).
-    fn pop_acked_prefix(peer: &mut super::Peer<A>) {
-        while peer.slots.front().is_some_and(|s| s.acked) {
-            peer.pop_slot();
-            peer.base = peer.base.wrapping_add(1);
-        }
-    }
-
     fn on_rnr(&mut self, now: Time, p: usize, seq: u32) {
         let jitter = crate::prov::efa::rnr_jitter_us(self.random());
         let (interval, max, retries) = (
@@ -347,14 +335,10 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         // The receiver answered: it is alive.
         peer.last_progress = now;
         if retries != 7 && slot.rnr > retries {
-            slot.acked = true;
-            let buf = core::mem::take(&mut slot.datagram);
-            let wr_id = slot.wr_id;
-            slot.wr_id = u64::MAX;
-            self.completions.push_back((wr_id, Status::Rnr, buf));
+            self.completions.push_back(slot.settle(Status::Rnr));
             peer.acked_in_window += 1;
             // The receiver never got it: later datagrams carry a base past it.
-            Self::pop_acked_prefix(peer);
+            peer.pop_acked_prefix();
             // It no longer counts for the probe either, which may now follow an older
             // datagram and be due before the peer's wake (found by the fuzzer: the probe was
             // skipped until the retransmission timer, and in the harness, whose clock only

@@ -208,6 +208,16 @@ struct Slot {
     suspect: bool,
 }
 
+impl Slot {
+    /// Settles the slot (acknowledged, or failed for good) and gives its completion: the
+    /// buffer goes back with it, and the slot only keeps its place in the window.
+    fn settle(&mut self, status: Status) -> (u64, Status, Vec<u8>) {
+        self.acked = true;
+        let wr_id = core::mem::replace(&mut self.wr_id, u64::MAX);
+        (wr_id, status, core::mem::take(&mut self.datagram))
+    }
+}
+
 #[derive(Debug)]
 struct Peer<A> {
     key: PeerKey<A>,
@@ -461,6 +471,15 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         }
         let (first_due, newest) = self.scan();
         self.probe_time(ack_delay, first_due, newest)
+    }
+
+    /// Drops the acknowledged (or failed) slots at the head of the window: each completed
+    /// when it was settled, the sequence moves past them.
+    fn pop_acked_prefix(&mut self) {
+        while self.slots.front().is_some_and(|s| s.acked) {
+            self.pop_slot();
+            self.base = self.base.wrapping_add(1);
+        }
     }
 
     /// Drops the (settled) slot at the head of the window.

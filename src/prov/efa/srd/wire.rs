@@ -217,17 +217,19 @@ fn checksum(b: &[u8], hdr: usize) -> u32 {
         // Data headers (alone or with an ack trailer), one of every datagram of a bulk
         // transfer: gathered into a fixed size, the same CRC in a few instructions.
         if hdr == DATA_HEADER {
-            const HEAD: usize = DATA_HEADER - 4;
-            let mut g = [0u8; HEAD + ACK_TRAILER];
-            g[..16].copy_from_slice(head);
-            g[16..HEAD].copy_from_slice(rest);
-            if trailer.is_empty() {
-                let g: &[u8; HEAD] = g[..HEAD].try_into().unwrap_or(&[0; HEAD]);
-                return crate::sys::checksum::crc32c_fixed(g);
-            }
-            if trailer.len() == ACK_TRAILER {
-                g[HEAD..].copy_from_slice(trailer);
-                return crate::sys::checksum::crc32c_fixed(&g);
+            const HEAD: usize = DATA_HEADER - field::CHECKSUM.end + field::CHECKSUM.start;
+            let mut h = [0u8; HEAD];
+            h[..field::CHECKSUM.start].copy_from_slice(head);
+            h[field::CHECKSUM.start..].copy_from_slice(rest);
+            match trailer.len() {
+                0 => return crate::sys::checksum::crc32c_fixed(&h),
+                ACK_TRAILER => {
+                    let mut g = [0u8; HEAD + ACK_TRAILER];
+                    g[..HEAD].copy_from_slice(&h);
+                    g[HEAD..].copy_from_slice(trailer);
+                    return crate::sys::checksum::crc32c_fixed(&g);
+                }
+                _ => {}
             }
         }
         return crate::sys::checksum::crc32c(&[head, rest, trailer]);
