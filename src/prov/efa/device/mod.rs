@@ -57,7 +57,7 @@ impl TooBig {
 }
 
 /// EFA's 32-byte raw address (`FI_ADDR_EFA`, efa-reference §1): GID, QPN, QKEY.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Eq, PartialOrd, Ord)]
 pub struct EfaAddr {
     pub gid: [u8; 16],
     pub qpn: u16,
@@ -136,6 +136,26 @@ impl EfaAddr {
     /// The GID text that `fi_getinfo(node)` takes.
     pub fn gid_text(&self) -> String {
         Ipv6Addr::from(self.gid).to_string()
+    }
+}
+
+// Every send compares its destination with the last one (`udp::UdpDevice::route`): the GID as
+// one 128-bit word, where the derived comparison went byte by byte. The same fields as the
+// derived `Ord` and as `Hash`, so they agree with it.
+impl PartialEq for EfaAddr {
+    #[inline]
+    fn eq(&self, other: &EfaAddr) -> bool {
+        u128::from_ne_bytes(self.gid) == u128::from_ne_bytes(other.gid)
+            && self.qpn == other.qpn
+            && self.qkey == other.qkey
+    }
+}
+
+impl std::hash::Hash for EfaAddr {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.gid.hash(h);
+        self.qpn.hash(h);
+        self.qkey.hash(h);
     }
 }
 

@@ -213,10 +213,20 @@ pub struct UdpDevice {
     /// The last receive found the socket empty: the next datagram is likely alone (an
     /// answer awaited), and is taken by itself (`receive`).
     was_empty: bool,
-    /// The destination of the last send, its socket address and path MTU: a window of sends
-    /// names one peer, whose GID need not be turned into an IP address and looked for among
-    /// this host's each time.
-    last_route: Option<(EfaAddr, SocketAddr, usize)>,
+    /// The destination of the last send: a window of sends names one peer, whose GID need not
+    /// be turned into an IP address and looked for among this host's each time, nor its
+    /// transport peer looked up by socket address.
+    last_route: Option<Route>,
+}
+
+/// Where sends to one destination go ([`UdpDevice::route`]).
+#[derive(Clone, Copy)]
+struct Route {
+    dest: EfaAddr,
+    path_mtu: usize,
+    /// The transport's index of that peer, and the transport's epoch it is good for.
+    peer: usize,
+    epoch: u32,
 }
 
 /// SocketAddr with an order, for the delay heap.
@@ -293,15 +303,30 @@ impl UdpDevice {
     }
 
     /// The socket address of `dest` and the largest datagram its path takes.
-    fn route(&mut self, dest: &EfaAddr) -> (SocketAddr, usize) {
-        if let Some((a, sock, mtu)) = self.last_route
-            && a == *dest
-        {
-            return (sock, mtu);
+    fn route(&mut self, dest: &EfaAddr) -> Route {
+        match self.last_route {
+            Some(r) if r.dest == *dest && r.epoch == self.t.epoch() => r,
+            _ => self.new_route(dest),
         }
-        let route = (dest.socket(), self.path_mtu_ip(dest.ip()));
-        self.last_route = Some((*dest, route.0, route.1));
-        route
+    }
+
+    /// Kept out of line: inlined, its byte-wise reading of the GID was hoisted above the
+    /// comparison that nearly always spares it.
+    #[cold]
+    #[inline(never)]
+    fn new_route(&mut self, dest: &EfaAddr) -> Route {
+        let key = PeerKey {
+            addr: dest.socket(),
+            qkey: dest.qkey,
+        };
+        let r = Route {
+            dest: *dest,
+            path_mtu: self.path_mtu_ip(dest.ip()),
+            peer: self.t.peer_index(key, self.now()),
+            epoch: self.t.epoch(),
+        };
+        self.last_route = Some(r);
+        r
     }
 
     /// [`Device::path_mtu`] by IP address.
@@ -717,8 +742,8 @@ impl Device for UdpDevice {
         tail: IoVec,
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)> {
-        let (addr, mtu) = self.route(&dest);
-        if len + tail.len() > mtu {
+        let route = self.route(&dest);
+        if len + tail.len() > route.path_mtu {
             return Err((Errno::MSGSIZE, buf));
         }
         if self.sends >= self.max_send {
@@ -727,17 +752,8 @@ impl Device for UdpDevice {
         self.sends += 1;
         let now = self.send_time(HEADROOM + len);
         // The buffer stays whole: it comes back for reuse without being zeroed again.
-        self.t.send_prefix(
-            now,
-            PeerKey {
-                addr,
-                qkey: dest.qkey,
-            },
-            wr_id,
-            buf,
-            HEADROOM + len,
-            tail,
-        );
+        self.t
+            .send_prefix_to(now, route.peer, wr_id, buf, HEADROOM + len, tail);
         Ok(())
     }
 

@@ -532,6 +532,9 @@ pub struct Transport<A> {
     /// The peer found last: a window of sends, or a stream of arrivals, names the same one
     /// over and over (peers are never dropped; only `learn` changes a key's index).
     last_found: Option<(PeerKey<A>, usize)>,
+    /// Changes whenever `learn` moves a key to another peer: an index a caller keeps from
+    /// [`Transport::peer_index`] is good while this is unchanged.
+    epoch: u32,
     transmits: VecDeque<Transmit<A>>,
     /// Peers whose `ack_due` is set.
     acks_due: Vec<usize>,
@@ -549,6 +552,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             peers: Vec::new(),
             index: FastMap::default(),
             last_found: None,
+            epoch: 0,
             transmits: VecDeque::new(),
             acks_due: Vec::new(),
             completions: VecDeque::new(),
@@ -608,6 +612,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         };
         if let Some(p) = self.index.remove(&unkeyed) {
             self.last_found = None;
+            self.epoch = self.epoch.wrapping_add(1);
             self.peers[p].key = key;
             self.index.insert(key, p);
             self.stats.qkeys_learned += 1;
@@ -655,6 +660,31 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         now: Time,
         dest: PeerKey<A>,
         wr_id: u64,
+        buf: Vec<u8>,
+        len: usize,
+        tail: IoVec,
+    ) {
+        let p = self.peer(dest, now);
+        self.send_prefix_to(now, p, wr_id, buf, len, tail);
+    }
+
+    /// The index of peer `key` (made on first use), which [`Transport::send_prefix_to`]
+    /// takes: it names that peer for as long as [`Transport::epoch`] stays the same. A caller
+    /// that sends a window to one peer keeps it, rather than have every send look the key up.
+    pub fn peer_index(&mut self, key: PeerKey<A>, now: Time) -> usize {
+        self.peer(key, now)
+    }
+
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
+    /// [`Transport::send_prefix`] to the peer of index `p` ([`Transport::peer_index`]).
+    pub fn send_prefix_to(
+        &mut self,
+        now: Time,
+        p: usize,
+        wr_id: u64,
         mut buf: Vec<u8>,
         len: usize,
         mut tail: IoVec,
@@ -674,7 +704,6 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             len = end;
             tail = IoVec::EMPTY;
         }
-        let p = self.peer(dest, now);
         let peer = &mut self.peers[p];
         if !peer.busy() {
             peer.last_progress = now;
@@ -751,16 +780,27 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.stats.acks_piggybacked += 1;
             (peer.expected, peer.sack())
         });
-        Repr::Data {
-            dst_qkey: peer.key.qkey,
-            src_qkey: qkey,
-            seq,
-            base: peer.base,
-            ack,
+        if self.cfg.checksum_payloads {
+            Repr::Data {
+                dst_qkey: peer.key.qkey,
+                src_qkey: qkey,
+                seq,
+                base: peer.base,
+                ack,
+            }
+            .emit(&mut datagram[..len]);
+            // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
+            wire::seal(&mut datagram[..len], true);
+        } else {
+            wire::emit_data_unchecked(
+                &mut datagram[..len],
+                peer.key.qkey,
+                qkey,
+                seq,
+                peer.base,
+                ack,
+            );
         }
-        .emit(&mut datagram[..len]);
-        // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
-        wire::seal(&mut datagram[..len], self.cfg.checksum_payloads);
         peer.slot_bytes += len + tail.len();
         peer.slots.push_back(Slot {
             wr_id,

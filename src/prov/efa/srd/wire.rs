@@ -259,6 +259,53 @@ pub fn seal(buf: &mut [u8], payload_checked: bool) {
     buf[field::CHECKSUM].copy_from_slice(&c.to_le_bytes());
 }
 
+/// `Repr::Data { .. }.emit(buf)` then `seal(buf, false)` (payload unchecked), in one pass:
+/// the header is built in a fixed array, checksummed as one, and written once. Every datagram
+/// of a bulk transfer goes through here, where the general path spent ~120 instructions
+/// matching on the kind and placing fields one by one. With `ack`, `buf` ends in its trailer.
+pub fn emit_data_unchecked(
+    buf: &mut [u8],
+    dst_qkey: u32,
+    src_qkey: u32,
+    seq: u32,
+    base: u32,
+    ack: Option<(u32, u128)>,
+) {
+    let mut h = [0u8; DATA_HEADER];
+    h[field::VERSION] = VERSION;
+    h[field::KIND] = if ack.is_some() {
+        KIND_DATA_ACK
+    } else {
+        KIND_DATA
+    };
+    h[field::FLAGS] = FLAG_PAYLOAD_UNCHECKED;
+    h[field::DST_QKEY].copy_from_slice(&dst_qkey.to_le_bytes());
+    h[field::SRC_QKEY].copy_from_slice(&src_qkey.to_le_bytes());
+    h[field::SEQ].copy_from_slice(&seq.to_le_bytes());
+    h[field::BASE].copy_from_slice(&base.to_le_bytes());
+    // What the checksum covers: the header without its checksum field, then the trailer.
+    const HEAD: usize = DATA_HEADER - 4;
+    let mut g = [0u8; HEAD + ACK_TRAILER];
+    g[..field::CHECKSUM.start].copy_from_slice(&h[..field::CHECKSUM.start]);
+    g[field::CHECKSUM.start..HEAD].copy_from_slice(&h[field::CHECKSUM.end..]);
+    let c = match ack {
+        None => {
+            let mut g20 = [0u8; HEAD];
+            g20.copy_from_slice(&g[..HEAD]);
+            crate::sys::checksum::crc32c_fixed(&g20)
+        }
+        Some((cum, sack)) => {
+            g[HEAD..HEAD + 4].copy_from_slice(&cum.to_le_bytes());
+            g[HEAD + 4..].copy_from_slice(&sack.to_le_bytes());
+            let t = buf.len() - ACK_TRAILER;
+            buf[t..].copy_from_slice(&g[HEAD..]);
+            crate::sys::checksum::crc32c_fixed(&g)
+        }
+    };
+    h[field::CHECKSUM].copy_from_slice(&c.to_le_bytes());
+    buf[..DATA_HEADER].copy_from_slice(&h);
+}
+
 /// A parsed SRD header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Repr {
@@ -527,6 +574,22 @@ mod tests {
         fn data_round_trips(d in any::<u32>(), s in any::<u32>(), q in any::<u32>(), b in any::<u32>()) {
             round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack: None });
             round_trip(Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack: Some((q ^ b, u128::from(d) << 71 | u128::from(s))) });
+        }
+
+        #[test]
+        fn one_pass_data_header_is_emit_then_seal(
+            d in any::<u32>(), s in any::<u32>(), q in any::<u32>(), b in any::<u32>(),
+            ack in any::<Option<(u32, u128)>>(), payload in 0usize..40, fill in any::<u8>(),
+        ) {
+            let r = Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack };
+            let len = DATA_HEADER + payload + if ack.is_some() { ACK_TRAILER } else { 0 };
+            let mut general = vec![fill; len];
+            r.emit(&mut general);
+            seal(&mut general, false);
+            let mut one_pass = vec![fill; len];
+            emit_data_unchecked(&mut one_pass, d, s, q, b, ack);
+            prop_assert_eq!(&one_pass, &general);
+            prop_assert!(Packet::new_checked(&one_pass[..]).unwrap().verify());
         }
     }
 }
