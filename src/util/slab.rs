@@ -24,6 +24,7 @@ impl<T> Slab<T> {
     }
 
     /// Stores `v`; returns its id.
+    #[inline]
     pub fn insert(&mut self, v: T) -> u64 {
         self.len += 1;
         if let Some(i) = self.free.pop() {
@@ -36,6 +37,7 @@ impl<T> Slab<T> {
         (1u64 << 32) | (self.slots.len() as u64 - 1)
     }
 
+    #[inline]
     fn index(&self, id: u64) -> Option<usize> {
         let i = (id & 0xffff_ffff) as usize;
         let generation = (id >> 32) as u32;
@@ -45,14 +47,17 @@ impl<T> Slab<T> {
         }
     }
 
+    #[inline]
     pub fn get(&self, id: u64) -> Option<&T> {
         self.index(id).and_then(|i| self.slots[i].1.as_ref())
     }
 
+    #[inline]
     pub fn get_mut(&mut self, id: u64) -> Option<&mut T> {
         self.index(id).and_then(|i| self.slots[i].1.as_mut())
     }
 
+    #[inline]
     pub fn remove(&mut self, id: u64) -> Option<T> {
         let i = self.index(id)?;
         self.len -= 1;

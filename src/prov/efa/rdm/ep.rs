@@ -129,6 +129,14 @@ pub(super) struct Txe {
 }
 
 impl Txe {
+    /// Whether the operation cannot be ready yet because packets of it are still out: a
+    /// message or write completes (or fails) only once all of them are, whatever else it
+    /// waits for (`Inner::maybe_complete_tx`). Reads and atomics also complete on their
+    /// response, so they never say so.
+    pub fn awaits_packets(&self) -> bool {
+        self.in_flight > 0 && matches!(self.kind, TxKind::Msg | TxKind::Tagged | TxKind::Write)
+    }
+
     /// Copies `dst.len()` bytes of the operation's source data from offset `off`.
     pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
         if self.inject {

@@ -214,6 +214,7 @@ impl Inner {
     /// our device carries to it (`Peer::path_mtu`) capped by what its handshake said it
     /// receives, or by `PRE_HANDSHAKE_PKT` until then; a handshake that says nothing means
     /// our MTU (the peer's device is like ours).
+    #[inline]
     pub fn peer_pkt(&self, peer: usize) -> usize {
         let p = &self.peers[peer];
         let theirs = match (p.hs_received, p.max_pkt) {

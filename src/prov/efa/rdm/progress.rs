@@ -45,6 +45,7 @@ fn bulk_send_cap(mtu: usize) -> usize {
 }
 
 /// A spare buffer from `pool` (else a new one), `len` bytes long.
+#[inline]
 fn pooled(pool: &mut Vec<Vec<u8>>, len: usize) -> Vec<u8> {
     let mut b = pool.pop().unwrap_or_default();
     b.resize(len, 0);
@@ -73,6 +74,7 @@ impl Inner {
     /// (`peer_pkt`). The transport appends an ack trailer to a datagram whose buffer has room
     /// for it (srd::wire, DATA_ACK): a buffer of our MTU would let a full packet to a peer with
     /// a smaller one outgrow what the peer receives.
+    #[inline]
     pub fn buf_to(&mut self, peer: usize) -> Vec<u8> {
         let len = HEADROOM + self.peer_pkt(peer);
         pooled(&mut self.pool, len)
@@ -98,6 +100,7 @@ impl Inner {
     }
 
     /// Packets handed to the device and not completed, and those queued for it.
+    #[inline]
     pub fn packets_out(&self) -> usize {
         self.sent.len() + self.queued.len()
     }
@@ -110,11 +113,13 @@ impl Inner {
 
     /// `bulk_full` for a sender whose packets are `pkt` bytes (a peer that receives less
     /// than our MTU: `peer_pkt`).
+    #[inline]
     pub fn bulk_full_for(&self, pkt: usize) -> bool {
         self.packets_out() >= bulk_send_cap(pkt)
     }
 
     /// A bulk sender that is not the one being resumed must queue behind those parked.
+    #[inline]
     pub fn must_queue(&self) -> bool {
         !self.resuming && !self.parked.is_empty()
     }
@@ -125,6 +130,7 @@ impl Inner {
         }
     }
 
+    #[inline]
     pub fn recycle(&mut self, b: Vec<u8>) {
         // Elsewhere (a 1,500-byte link) every buffer is of the MTU and goes back to `pool`,
         // or `buf_to` would allocate anew.
@@ -493,6 +499,9 @@ impl RdmEndpoint {
                         if let Some(t) = g.txes.get_mut(id) {
                             t.in_flight = t.in_flight.saturating_sub(1);
                             t.done += sent.payload;
+                            if t.awaits_packets() {
+                                return;
+                            }
                         }
                         g.maybe_complete_tx(id);
                     }
