@@ -757,6 +757,26 @@ impl Device for UdpDevice {
         Ok(())
     }
 
+    fn post_send_head(
+        &mut self,
+        dest: EfaAddr,
+        head: &[u8],
+        tail: IoVec,
+        wr_id: u64,
+    ) -> std::result::Result<(), Errno> {
+        let route = self.route(&dest);
+        if head.len() + tail.len() > route.path_mtu {
+            return Err(Errno::MSGSIZE);
+        }
+        if self.sends >= self.max_send {
+            return Err(Errno::AGAIN);
+        }
+        self.sends += 1;
+        let now = self.send_time(HEADROOM + head.len());
+        self.t.send_head_to(now, route.peer, wr_id, head, tail);
+        Ok(())
+    }
+
     fn post_send_unreliable(
         &mut self,
         dest: EfaAddr,
@@ -1207,6 +1227,62 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// A send lent no buffer (`post_send_head`) completes with none. Refused until its retries
+    /// run out, it gives back the packet as `post_send` takes it, which sent again arrives
+    /// whole.
+    #[test]
+    fn a_head_send_gives_back_a_buffer_only_to_send_again() {
+        let cfg = DeviceConfig {
+            rnr_retry: 1,
+            timeout_interval_us: 100,
+            ..DeviceConfig::default()
+        };
+        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let head = [0x3Cu8; 32];
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+        let tail = IoVec::from_mut_slice(Vec::leak(data.clone()));
+        let whole = [&head[..], &data[..]].concat();
+        let is_send =
+            |c: &Completion, id: u64| matches!(c, Completion::Send { wr_id, .. } if *wr_id == id);
+        let mut out = Vec::new();
+        a.post_send_head(b.addr(), &head, tail, 1).unwrap();
+        pump(&mut a, &mut b, &mut out, |o| {
+            o.iter().any(|c| is_send(c, 1))
+        });
+        let Some(Completion::Send { status, buf, .. }) = out.pop() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(status, Err(DevError::Rnr));
+        assert_eq!(buf.len(), HEADROOM + head.len());
+        assert_eq!(&buf[HEADROOM..], &head[..]);
+        for (id, again) in [(2, Some(buf)), (3, None)] {
+            b.post_recv(vec![0; HEADROOM + 2000], 10 + id).unwrap();
+            match again {
+                Some(buf) => a.post_send(b.addr(), buf, head.len(), tail, id).unwrap(),
+                None => a.post_send_head(b.addr(), &head, tail, id).unwrap(),
+            }
+            out.clear();
+            pump(&mut a, &mut b, &mut out, |o| {
+                o.iter().any(|c| is_send(c, id))
+                    && o.iter().any(|c| matches!(c, Completion::Recv { .. }))
+            });
+            for c in &out {
+                match c {
+                    Completion::Recv { buf, off, len, .. } => {
+                        assert_eq!(&buf[*off..off + len], &whole[..], "send {id}")
+                    }
+                    Completion::Send { status, buf, .. } => {
+                        assert_eq!(*status, Ok(()));
+                        // The buffer lent comes back; none was lent for a head.
+                        assert_eq!(buf.is_empty(), id == 3, "send {id}");
+                    }
+                    c => panic!("{c:?}"),
+                }
+            }
+        }
     }
 
     #[test]

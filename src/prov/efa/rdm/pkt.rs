@@ -770,6 +770,9 @@ pub fn write_cts(
     w.pos()
 }
 
+/// Bytes of a CTSDATA header with the connid option (`write_ctsdata`).
+pub const CTSDATA_HDR: usize = 32;
+
 /// CTSDATA header with the connid option: returns where data starts (32).
 pub fn write_ctsdata(
     buf: &mut [u8],

@@ -10,7 +10,7 @@ use std::time::Instant;
 use super::ep::*;
 use super::quiet::{DEVICE_QUIET, QUIET_POLL_PERIOD};
 use crate::core::Errno;
-use crate::prov::efa::device::{self, Completion, DevError, HEADROOM};
+use crate::prov::efa::device::{self, Completion, DevError, HEADROOM, MIN_MTU};
 use crate::prov::efa::srd::wire::ACK_TRAILER;
 use crate::prov::efa::{rnr_backoff_us, rnr_jitter_us};
 use crate::sys::mem::IoVec;
@@ -132,6 +132,10 @@ impl Inner {
 
     #[inline]
     pub fn recycle(&mut self, b: Vec<u8>) {
+        // None, or one made for a header alone (`Device::post_send_head`): too small to reuse.
+        if b.capacity() < HEADROOM + MIN_MTU {
+            return;
+        }
         // Elsewhere (a 1,500-byte link) every buffer is of the MTU and goes back to `pool`,
         // or `buf_to` would allocate anew.
         if self.small_bufs() && b.capacity() <= HEADROOM + SMALL_PKT {
@@ -194,31 +198,68 @@ impl Inner {
 
     fn post_queued(&mut self, q: Queued) {
         let dest = self.peers[q.peer].addr;
-        let tail = q.sent.tail;
+        let (peer, len, tail) = (q.peer, q.len, q.sent.tail);
         let wr = self.sent.insert(q.sent);
-        match self.dev.post_send(dest, q.buf, q.len, tail, wr) {
-            Ok(()) => {}
-            Err((e, buf)) => {
-                let sent = self.sent.remove(wr).unwrap_or(Sent {
-                    owner: Owner::Ctrl,
-                    peer: q.peer,
-                    payload: 0,
-                    len: q.len,
-                    tail,
-                    rnr_again: false,
-                });
-                if e == Errno::AGAIN {
-                    self.queued.push_front(Queued {
-                        peer: q.peer,
-                        buf,
-                        len: q.len,
-                        sent,
-                    });
-                } else {
-                    self.pkt_failed(sent, e, 0);
-                    self.recycle(buf);
-                }
-            }
+        if let Err((e, buf)) = self.dev.post_send(dest, q.buf, len, tail, wr) {
+            self.refused(wr, peer, len, e, buf);
+        }
+    }
+
+    /// `send_pkt_tail` of a packet whose bytes before `tail` are `head` (a header): lent to
+    /// the device by reference (`Device::post_send_head`), so that the bulk of a transfer
+    /// takes no buffer per packet, unless it must wait in the queue.
+    pub fn send_head_tail(
+        &mut self,
+        peer: usize,
+        head: &[u8],
+        tail: IoVec,
+        owner: Owner,
+        payload: usize,
+    ) {
+        if !self.queued.is_empty() || self.peers[peer].backoff_until.is_some() {
+            let mut b = self.buf_to(peer);
+            b[HEADROOM..HEADROOM + head.len()].copy_from_slice(head);
+            self.send_pkt_tail(peer, b, head.len(), tail, owner, payload);
+            return;
+        }
+        self.peers[peer].contacted = true;
+        let wr = self.sent.insert(Sent {
+            owner,
+            peer,
+            payload,
+            len: head.len(),
+            tail,
+            rnr_again: false,
+        });
+        let dest = self.peers[peer].addr;
+        if let Err(e) = self.dev.post_send_head(dest, head, tail, wr) {
+            let mut b = self.buf_to(peer);
+            b[HEADROOM..HEADROOM + head.len()].copy_from_slice(head);
+            self.refused(wr, peer, head.len(), e, b);
+        }
+    }
+
+    /// The device refused packet `wr` (`buf[HEADROOM..HEADROOM + len]`): it goes back to the
+    /// front of the queue to wait for room (`AGAIN`), or fails.
+    fn refused(&mut self, wr: u64, peer: usize, len: usize, e: Errno, buf: Vec<u8>) {
+        let sent = self.sent.remove(wr).unwrap_or(Sent {
+            owner: Owner::Ctrl,
+            peer,
+            payload: 0,
+            len,
+            tail: IoVec::EMPTY,
+            rnr_again: false,
+        });
+        if e == Errno::AGAIN {
+            self.queued.push_front(Queued {
+                peer,
+                buf,
+                len,
+                sent,
+            });
+        } else {
+            self.pkt_failed(sent, e, 0);
+            self.recycle(buf);
         }
     }
 

@@ -335,11 +335,21 @@ impl Inner {
                 .then(|| t.source_piece(off, n))
                 .flatten();
             t.lent |= piece.is_some();
-            let mut b = self.buf_to(peer);
-            let hdr = pkt::write_ctsdata(&mut b[HEADROOM..], recv_id, n as u64, off as u64, connid);
             match piece {
-                Some(tail) => self.send_pkt_tail(peer, b, hdr, tail, Owner::Tx(id), n),
+                Some(tail) => {
+                    let mut h = [0u8; pkt::CTSDATA_HDR];
+                    let hdr = pkt::write_ctsdata(&mut h, recv_id, n as u64, off as u64, connid);
+                    self.send_head_tail(peer, &h[..hdr], tail, Owner::Tx(id), n);
+                }
                 None => {
+                    let mut b = self.buf_to(peer);
+                    let hdr = pkt::write_ctsdata(
+                        &mut b[HEADROOM..],
+                        recv_id,
+                        n as u64,
+                        off as u64,
+                        connid,
+                    );
                     if let Some(t) = self.txes.get(id) {
                         t.copy_out(off, &mut b[HEADROOM + hdr..HEADROOM + hdr + n]);
                     }

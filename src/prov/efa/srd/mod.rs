@@ -183,11 +183,54 @@ pub enum Arrival {
     Nothing,
 }
 
+/// Bytes of a datagram's head that a slot keeps itself ([`Transport::send_head_to`]): the SRD
+/// header, an RDM data header and an ack trailer.
+pub const INLINE_HEAD: usize = 80;
+
+/// The part of a datagram before its tail.
+#[derive(Debug)]
+enum Head {
+    /// The caller's buffer, handed back in the completion.
+    Buf(Vec<u8>),
+    /// Bytes the slot holds: the bulk of a transfer, a header before application memory, takes
+    /// no buffer from the caller's pool and gives none back, and its header is written beside
+    /// the slot's own state rather than in a buffer elsewhere in memory.
+    Inline([u8; INLINE_HEAD]),
+}
+
+impl Head {
+    /// Room for the datagram's head.
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Head::Buf(b) => b,
+            Head::Inline(a) => a,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Head::Buf(b) => b,
+            Head::Inline(a) => a,
+        }
+    }
+
+    /// What the completion gives back: the caller's buffer; for bytes held here, nothing when
+    /// the datagram arrived, and its first `len` bytes when it failed (what the caller posts
+    /// to send it again: `device::HEADROOM`, then its header).
+    fn give_back(&mut self, len: usize, status: Status) -> Vec<u8> {
+        match self {
+            Head::Buf(b) => core::mem::take(b),
+            Head::Inline(_) if status == Status::Ok => Vec::new(),
+            Head::Inline(a) => a[..len].to_vec(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Slot {
     wr_id: u64,
-    /// The buffer as the caller gave it; the datagram is its first `len` bytes, then `tail`.
-    datagram: Vec<u8>,
+    /// The datagram is the first `len` bytes of this, then `tail`.
+    datagram: Head,
     len: usize,
     tail: IoVec,
     first_sent: Time,
@@ -214,7 +257,7 @@ impl Slot {
     fn settle(&mut self, status: Status) -> (u64, Status, Vec<u8>) {
         self.acked = true;
         let wr_id = core::mem::replace(&mut self.wr_id, u64::MAX);
-        (wr_id, status, core::mem::take(&mut self.datagram))
+        (wr_id, status, self.datagram.give_back(self.len, status))
     }
 }
 
@@ -231,8 +274,8 @@ struct Peer<A> {
     /// Slots in `slots` acknowledged (or failed) and not yet dropped: behind the head, they
     /// are what can show an older one lost.
     acked_in_window: usize,
-    /// Sends waiting for window room: (wr_id, buffer, datagram length).
-    queued: VecDeque<(u64, Vec<u8>, usize, IoVec)>,
+    /// Sends waiting for window room: (wr_id, head, datagram length before the tail, tail).
+    queued: VecDeque<(u64, Head, usize, IoVec)>,
     cwnd: f64,
     ssthresh: f64,
     srtt: Option<Time>,
@@ -704,15 +747,39 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             len = end;
             tail = IoVec::EMPTY;
         }
+        self.enter(now, p, wr_id, Head::Buf(buf), len, tail);
+    }
+
+    /// [`Transport::send_prefix_to`] of a datagram whose part before `tail` is `head` (an upper
+    /// layer's header), given by reference: the slot keeps those bytes itself where they fit
+    /// ([`INLINE_HEAD`]), so the caller lends no buffer. Its completion's buffer is empty,
+    /// unless the send failed: then it holds [`wire::DATA_HEADER`] bytes, then `head`, as
+    /// `send_prefix_to` would take it to send again.
+    pub fn send_head_to(&mut self, now: Time, p: usize, wr_id: u64, head: &[u8], tail: IoVec) {
+        let len = DATA_HEADER + head.len();
+        // A checksummed payload is copied in beside the header (`send_prefix_to`).
+        if self.cfg.checksum_payloads || len + ACK_TRAILER > INLINE_HEAD {
+            let mut buf = vec![0; len];
+            buf[DATA_HEADER..].copy_from_slice(head);
+            self.send_prefix_to(now, p, wr_id, buf, len, tail);
+            return;
+        }
+        let mut a = [0u8; INLINE_HEAD];
+        a[DATA_HEADER..len].copy_from_slice(head);
+        self.enter(now, p, wr_id, Head::Inline(a), len, tail);
+    }
+
+    /// Puts a send into peer `p`'s window, or in its queue behind those waiting for room.
+    fn enter(&mut self, now: Time, p: usize, wr_id: u64, head: Head, len: usize, tail: IoVec) {
         let peer = &mut self.peers[p];
         if !peer.busy() {
             peer.last_progress = now;
         }
         // Nothing waits before it and the window has room: straight onto the wire.
         if self.peers[p].queued.is_empty() && self.window_room(p) {
-            self.launch(now, p, wr_id, buf, len, tail);
+            self.launch(now, p, wr_id, head, len, tail);
         } else {
-            self.peers[p].queued.push_back((wr_id, buf, len, tail));
+            self.peers[p].queued.push_back((wr_id, head, len, tail));
             self.fill_window(now, p);
         }
     }
@@ -751,11 +818,12 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         now: Time,
         p: usize,
         wr_id: u64,
-        mut datagram: Vec<u8>,
+        mut head: Head,
         mut len: usize,
         mut tail: IoVec,
     ) {
         let qkey = self.cfg.qkey;
+        let datagram = head.bytes_mut();
         let peer = &mut self.peers[p];
         let seq = peer.next_seq;
         peer.next_seq = seq.wrapping_add(1);
@@ -804,7 +872,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         peer.slot_bytes += len + tail.len();
         peer.slots.push_back(Slot {
             wr_id,
-            datagram,
+            datagram: head,
             len,
             tail,
             first_sent: now,
@@ -834,7 +902,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         p.slots
             .get(i)
             .filter(|s| !s.acked)
-            .map(|s| [&s.datagram[..s.len], s.tail.as_bytes()])
+            .map(|s| [&s.datagram.bytes()[..s.len], s.tail.as_bytes()])
     }
 
     /// Whether datagrams wait for the wire and every one may wait for the owner's next poll
@@ -853,7 +921,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                             .get(seq.wrapping_sub(p.base) as usize)
                             .is_some_and(|s| {
                                 s.transmissions == 1
-                                    && s.datagram.get(1) != Some(&wire::KIND_DATA_ACK)
+                                    && (s.acked
+                                        || s.datagram.bytes().get(1) != Some(&wire::KIND_DATA_ACK))
                             })
                 }
                 Transmit::Ctrl { .. } => false,
@@ -1085,15 +1154,16 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         let peer = &mut self.peers[p];
         peer.slot_bytes = 0;
         peer.acked_in_window = 0;
-        for slot in peer.slots.drain(..) {
+        for mut slot in peer.slots.drain(..) {
             if !slot.acked && slot.wr_id != u64::MAX {
-                self.completions
-                    .push_back((slot.wr_id, status, slot.datagram));
+                let buf = slot.datagram.give_back(slot.len, status);
+                self.completions.push_back((slot.wr_id, status, buf));
             }
         }
         peer.base = peer.next_seq;
-        for (wr_id, buf, _, _) in peer.queued.drain(..) {
-            self.completions.push_back((wr_id, status, buf));
+        for (wr_id, mut head, len, _) in peer.queued.drain(..) {
+            self.completions
+                .push_back((wr_id, status, head.give_back(len, status)));
         }
         peer.cwnd = self.cfg.initial_window.min(self.cfg.max_window) as f64;
         peer.rto = self.cfg.min_rto.max(10 * MS);

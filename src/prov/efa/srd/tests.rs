@@ -37,6 +37,8 @@ struct Sim {
     rx_credits: [usize; 2],
     delivered: [Vec<Vec<u8>>; 2],
     done: Vec<(u64, Status)>,
+    /// The buffer each completion gave back, by `wr_id`.
+    returned: Vec<(u64, Vec<u8>)>,
     latency: Time,
     /// The test flushes acknowledgements itself (as a device does at the end of its owner's
     /// pass, after answers went out) instead of the harness after every arrival.
@@ -74,6 +76,7 @@ impl Sim {
             rx_credits: [usize::MAX; 2],
             delivered: [Vec::new(), Vec::new()],
             done: Vec::new(),
+            returned: Vec::new(),
             latency: 10 * US,
             manual_acks: false,
             delay_acks: false,
@@ -137,8 +140,9 @@ impl Sim {
                     .push((self.now + self.latency + jitter, dest, from as u8, b));
             }
         }
-        while let Some((wr, st, _)) = self.qp[from].poll_completion() {
+        while let Some((wr, st, buf)) = self.qp[from].poll_completion() {
             self.done.push((wr, st));
+            self.returned.push((wr, buf));
         }
     }
 
@@ -402,6 +406,60 @@ fn rnr_retries_exhausted() {
     sim.run_until_idle(sim.now + 60_000 * MS);
     assert_eq!(sim.done.last(), Some(&(2, Status::Ok)));
     assert_eq!(sim.delivered[1], vec![payload(2)]);
+}
+
+/// A head the slot holds (`send_head_to`: an upper layer's header before application memory,
+/// payload unchecked) arrives whole with its tail, and its completion gives back no buffer when
+/// acknowledged, and what the caller posts to send it again when it failed: room for the SRD
+/// header, then the head.
+#[test]
+fn a_held_head_comes_back_only_when_its_send_failed() {
+    let mut sim = Sim::new(18, Faults::default());
+    let cfg = Config {
+        qkey: QKEYS[0],
+        checksum_payloads: false,
+        ..Config::default()
+    };
+    sim.qp[0] = Transport::new(cfg, 18);
+    sim.qp[0].set_rnr_retry(1);
+    let tail = payload(7).repeat(40);
+    let tail_mem = IoVec::from_mut_slice(Vec::leak(tail.clone()));
+    let head = [0xA5u8; 32];
+    let dest = PeerKey {
+        addr: 1u8,
+        qkey: QKEYS[1],
+    };
+    let p = sim.qp[0].peer_index(dest, sim.now);
+    sim.qp[0].send_head_to(sim.now, p, 1, &head, tail_mem);
+    sim.run_until_idle(1_000 * MS);
+    assert_eq!(sim.done, vec![(1, Status::Ok)]);
+    assert_eq!(sim.delivered[1], vec![[&head[..], &tail[..]].concat()]);
+    assert_eq!(
+        sim.returned,
+        vec![(1, Vec::new())],
+        "nothing lent, nothing back"
+    );
+    // Refused until the retries run out: the bytes to send it again come back.
+    sim.rx_credits[1] = 0;
+    sim.qp[0].send_head_to(sim.now, p, 2, &head, tail_mem);
+    sim.run_until_idle(sim.now + 60_000 * MS);
+    assert_eq!(sim.done.last(), Some(&(2, Status::Rnr)));
+    let (wr, back) = sim.returned.last().unwrap();
+    assert_eq!((*wr, back.len()), (2, DATA_HEADER + head.len()));
+    assert_eq!(&back[DATA_HEADER..], &head[..]);
+    // A head too long to hold, and any head where payloads are checked, go in a buffer of
+    // their own, which comes back.
+    sim.rx_credits[1] = usize::MAX;
+    let long = [0x5Au8; INLINE_HEAD];
+    sim.qp[0].send_head_to(sim.now, p, 3, &long, tail_mem);
+    sim.run_until_idle(sim.now + 1_000 * MS);
+    assert_eq!(sim.done.last(), Some(&(3, Status::Ok)));
+    assert_eq!(
+        sim.delivered[1].last(),
+        Some(&[&long[..], &tail[..]].concat())
+    );
+    let (wr, back) = sim.returned.last().unwrap();
+    assert_eq!((*wr, back.len()), (3, DATA_HEADER + long.len()));
 }
 
 #[test]
