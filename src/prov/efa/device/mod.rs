@@ -363,21 +363,24 @@ pub trait Device: Send {
         wr_id: u64,
     ) -> std::result::Result<(), (Errno, Vec<u8>)>;
 
-    /// As `post_send` of a packet whose part before `tail` is `head` (a header, at most a few
-    /// dozen bytes), lent no buffer: a device may keep those bytes itself, so that the bulk of
-    /// a transfer takes no buffer per datagram. The completion's buffer is then empty, unless
-    /// the send failed: it holds the packet as `post_send` takes it (`HEADROOM` bytes, then
-    /// `head`), to be sent again. By default, `post_send` of a buffer made for it.
+    /// As `post_send` of a packet whose part before `tail` is a header of `head_len` bytes
+    /// (a few dozen at most), which `write` writes, lent no buffer: a device may keep those
+    /// bytes itself and have them written where it keeps them, so that the bulk of a transfer
+    /// takes no buffer and copies no header per datagram. The completion's buffer is then
+    /// empty, unless the send failed: it holds the packet as `post_send` takes it (`HEADROOM`
+    /// bytes, then the header), to be sent again. By default, `post_send` of a buffer made
+    /// for it.
     fn post_send_head(
         &mut self,
         dest: EfaAddr,
-        head: &[u8],
+        head_len: usize,
         tail: IoVec,
         wr_id: u64,
+        write: &mut dyn FnMut(&mut [u8]),
     ) -> std::result::Result<(), Errno> {
-        let mut buf = vec![0; HEADROOM + head.len()];
-        buf[HEADROOM..].copy_from_slice(head);
-        self.post_send(dest, buf, head.len(), tail, wr_id)
+        let mut buf = vec![0; HEADROOM + head_len];
+        write(&mut buf[HEADROOM..]);
+        self.post_send(dest, buf, head_len, tail, wr_id)
             .map_err(|(e, _)| e)
     }
 

@@ -144,11 +144,14 @@ impl SimDevice {
     fn flush(&mut self) {
         while let Some(t) = self.t.poll_transmit() {
             match t {
-                Transmit::Data { dest, peer, seq } => match self.t.datagram(peer, seq) {
-                    Some([head, []]) => self.net.send(self.addr.qpn, dest, head),
-                    Some(parts) => self.net.send(self.addr.qpn, dest, &parts.concat()),
-                    None => {}
-                },
+                Transmit::Data { peer, seq } => {
+                    let dest = *self.t.peer_addr(peer);
+                    match self.t.datagram(peer, seq) {
+                        Some([head, []]) => self.net.send(self.addr.qpn, dest, head),
+                        Some(parts) => self.net.send(self.addr.qpn, dest, &parts.concat()),
+                        None => {}
+                    }
+                }
                 Transmit::Ctrl { dest, bytes, len } => {
                     self.net.send(self.addr.qpn, dest, &bytes[..len])
                 }

@@ -23,7 +23,7 @@ use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transm
 use crate::sys::mem::IoVec;
 use crate::sys::netif::{Iface, LinkInfo};
 use crate::sys::poll::{Epoll, EventFd, TimerFd};
-use crate::sys::udp::{BATCH, SEND_BATCH, SendList, UdpSock};
+use crate::sys::udp::{BATCH, SEND_BATCH, SendList, StackList, UdpSock};
 
 /// Datagrams up to this size are received in runs (GRO) when the kernel can.
 const GRO_MAX_DATAGRAM: usize = 16 << 10;
@@ -185,9 +185,9 @@ pub struct UdpDevice {
     gro: bool,
     /// Run buffers given back by the upper layer, to replace the next ones handed up.
     spare_runs: Vec<Vec<u8>>,
-    /// Transmissions the kernel has not taken yet (socket buffer full).
-    backlog: VecDeque<Transmit<SocketAddr>>,
-    tx_batch: Vec<Transmit<SocketAddr>>,
+    /// The socket refused part of the last batch (its buffer was full); the rest waits in the
+    /// transport's queue.
+    socket_full: bool,
     /// Unreliable datagrams waiting for the socket, and their completions.
     unreliable: VecDeque<(SocketAddr, u64, Vec<u8>)>,
     unreliable_done: VecDeque<(u64, Vec<u8>)>,
@@ -280,8 +280,7 @@ impl UdpDevice {
             rx_meta: Vec::with_capacity(BATCH),
             gro,
             spare_runs: Vec::new(),
-            backlog: VecDeque::new(),
-            tx_batch: Vec::with_capacity(SEND_BATCH),
+            socket_full: false,
             unreliable: VecDeque::new(),
             unreliable_done: VecDeque::new(),
             sends: 0,
@@ -626,10 +625,10 @@ impl UdpDevice {
     fn transmit(&mut self, now: Time) {
         // Faulty network: everything goes through the injector and its delay queue.
         if self.injector.is_some() {
-            while let Some(t) = self.backlog.pop_front().or_else(|| self.t.poll_transmit()) {
+            while let Some(t) = self.t.poll_transmit() {
                 let (dest, bytes) = match t {
-                    Transmit::Data { dest, peer, seq } => match self.t.datagram(peer, seq) {
-                        Some(parts) => (dest, parts.concat()),
+                    Transmit::Data { peer, seq } => match self.t.datagram(peer, seq) {
+                        Some(parts) => (*self.t.peer_addr(peer), parts.concat()),
                         None => continue,
                     },
                     Transmit::Ctrl { dest, bytes, len } => (dest, bytes[..len].to_vec()),
@@ -645,58 +644,51 @@ impl UdpDevice {
                     break;
                 };
                 // Loss at the socket is acceptable here: the transport recovers.
-                self.sock.send_batch(&[(dest, [&b[..], &[]])]);
+                self.sock.send_batch(&[(&dest, [&b[..], &[]])]);
             }
             return;
         }
         loop {
-            // No allocation per batch: the transmit list is reused, the slices live on the stack.
-            let mut batch = core::mem::take(&mut self.tx_batch);
-            batch.clear();
-            while batch.len() < SEND_BATCH {
-                match self.backlog.pop_front().or_else(|| self.t.poll_transmit()) {
-                    Some(t) => batch.push(t),
-                    None => break,
-                }
-            }
-            if batch.is_empty() {
-                self.tx_batch = batch;
-                return;
-            }
+            // The transport's queue is read in place and only what went out is taken from it:
+            // moved into a batch of its own, each entry was read back right after its copy was
+            // stored (a stall per datagram in `perf annotate`), and what the socket refused had
+            // to be kept aside. No allocation per batch: the lists live on the stack.
             let mut items = SendList::new();
-            for t in &batch {
+            // For each item, how many queue entries it and those before it took (entries of
+            // datagrams settled since are skipped).
+            let mut upto = StackList::<usize, SEND_BATCH>::new();
+            let mut examined = 0;
+            for t in self.t.transmits() {
+                if items.len() == SEND_BATCH {
+                    break;
+                }
+                examined += 1;
                 let item = match t {
-                    Transmit::Data { dest, peer, seq } => {
-                        self.t.datagram(*peer, *seq).map(|b| (*dest, b))
-                    }
-                    Transmit::Ctrl { dest, bytes, len } => Some((*dest, [&bytes[..*len], &[]])),
+                    Transmit::Data { peer, seq } => self
+                        .t
+                        .datagram(*peer, *seq)
+                        .map(|b| (self.t.peer_addr(*peer), b)),
+                    Transmit::Ctrl { dest, bytes, len } => Some((dest, [&bytes[..*len], &[]])),
                 };
                 if let Some(item) = item {
                     items.push(item);
+                    upto.push(examined);
                 }
+            }
+            if examined == 0 {
+                self.socket_full = false;
+                return;
             }
             let n = items.len();
             let sent = self.sock.send_batch(items.as_slice());
             if sent < n {
-                // The socket buffer is full: keep the rest, in order, for the next poll. (Data
-                // datagrams already acknowledged were filtered out above; their slots skip.)
-                let mut kept = 0;
-                for t in batch.drain(..) {
-                    let live = match &t {
-                        Transmit::Data { peer, seq, .. } => self.t.datagram(*peer, *seq).is_some(),
-                        Transmit::Ctrl { .. } => true,
-                    };
-                    if live {
-                        if kept >= sent {
-                            self.backlog.push_back(t);
-                        }
-                        kept += 1;
-                    }
-                }
-                self.tx_batch = batch;
+                // The socket buffer is full: the rest stays queued, in order, for the next poll.
+                let taken = sent.checked_sub(1).map_or(0, |i| upto.as_slice()[i]);
+                self.t.consume_transmits(taken);
+                self.socket_full = true;
                 return;
             }
-            self.tx_batch = batch;
+            self.t.consume_transmits(examined);
         }
     }
 
@@ -704,7 +696,7 @@ impl UdpDevice {
         while let Some((dest, wr_id, buf)) = self.unreliable.pop_front() {
             if self.injector.is_some() {
                 self.inject(now, dest, &buf);
-            } else if self.sock.send_batch(&[(dest, [&buf[..], &[]])]) == 0 {
+            } else if self.sock.send_batch(&[(&dest, [&buf[..], &[]])]) == 0 {
                 self.unreliable.push_front((dest, wr_id, buf));
                 return;
             }
@@ -760,20 +752,22 @@ impl Device for UdpDevice {
     fn post_send_head(
         &mut self,
         dest: EfaAddr,
-        head: &[u8],
+        head_len: usize,
         tail: IoVec,
         wr_id: u64,
+        write: &mut dyn FnMut(&mut [u8]),
     ) -> std::result::Result<(), Errno> {
         let route = self.route(&dest);
-        if head.len() + tail.len() > route.path_mtu {
+        if head_len + tail.len() > route.path_mtu {
             return Err(Errno::MSGSIZE);
         }
         if self.sends >= self.max_send {
             return Err(Errno::AGAIN);
         }
         self.sends += 1;
-        let now = self.send_time(HEADROOM + head.len());
-        self.t.send_head_to(now, route.peer, wr_id, head, tail);
+        let now = self.send_time(HEADROOM + head_len);
+        self.t
+            .send_head_to(now, route.peer, wr_id, head_len, tail, write);
         Ok(())
     }
 
@@ -878,22 +872,22 @@ impl Device for UdpDevice {
     fn flush(&mut self) -> bool {
         // Every library call ends here: with nothing owed or queued, not even the clock is read.
         let owed = self.t.acks_owed();
-        if !owed && self.backlog.is_empty() && !self.t.has_transmits() {
+        if !owed && !self.t.has_transmits() {
             return false;
         }
         let now = self.now();
         let held = owed && self.t.flush_acks_delaying(now);
-        if !self.backlog.is_empty() || self.t.has_transmits() {
+        if self.t.has_transmits() {
             self.transmit(now);
         }
         held
     }
 
     fn flush_posted(&mut self) -> bool {
-        // Only while the socket takes everything at once (no injector, no backlog) and no ack
+        // Only while the socket takes everything at once (no injector, not full) and no ack
         // is owed: held datagrams then delay nothing but themselves.
         if self.injector.is_none()
-            && self.backlog.is_empty()
+            && !self.socket_full
             && !self.t.acks_owed()
             && self.t.may_hold(SEND_BATCH)
         {
@@ -904,7 +898,7 @@ impl Device for UdpDevice {
 
     fn flush_all(&mut self) {
         self.t.flush_acks();
-        if !self.backlog.is_empty() || self.t.has_transmits() {
+        if self.t.has_transmits() {
             let now = self.now();
             self.transmit(now);
         }
@@ -1248,7 +1242,9 @@ mod tests {
         let is_send =
             |c: &Completion, id: u64| matches!(c, Completion::Send { wr_id, .. } if *wr_id == id);
         let mut out = Vec::new();
-        a.post_send_head(b.addr(), &head, tail, 1).unwrap();
+        let mut write = |b: &mut [u8]| b.copy_from_slice(&head);
+        a.post_send_head(b.addr(), head.len(), tail, 1, &mut write)
+            .unwrap();
         pump(&mut a, &mut b, &mut out, |o| {
             o.iter().any(|c| is_send(c, 1))
         });
@@ -1262,7 +1258,9 @@ mod tests {
             b.post_recv(vec![0; HEADROOM + 2000], 10 + id).unwrap();
             match again {
                 Some(buf) => a.post_send(b.addr(), buf, head.len(), tail, id).unwrap(),
-                None => a.post_send_head(b.addr(), &head, tail, id).unwrap(),
+                None => a
+                    .post_send_head(b.addr(), head.len(), tail, id, &mut write)
+                    .unwrap(),
             }
             out.clear();
             pump(&mut a, &mut b, &mut out, |o| {

@@ -205,21 +205,22 @@ impl Inner {
         }
     }
 
-    /// `send_pkt_tail` of a packet whose bytes before `tail` are `head` (a header): lent to
-    /// the device by reference (`Device::post_send_head`), so that the bulk of a transfer
-    /// takes no buffer per packet, unless it must wait in the queue.
+    /// `send_pkt_tail` of a packet whose bytes before `tail` are a header of `head_len`
+    /// bytes, which `write` writes: where the device keeps it (`Device::post_send_head`), so
+    /// that the bulk of a transfer takes no buffer per packet, unless it must wait in the queue.
     pub fn send_head_tail(
         &mut self,
         peer: usize,
-        head: &[u8],
+        head_len: usize,
         tail: IoVec,
         owner: Owner,
         payload: usize,
+        write: &mut dyn FnMut(&mut [u8]),
     ) {
         if !self.queued.is_empty() || self.peers[peer].backoff_until.is_some() {
             let mut b = self.buf_to(peer);
-            b[HEADROOM..HEADROOM + head.len()].copy_from_slice(head);
-            self.send_pkt_tail(peer, b, head.len(), tail, owner, payload);
+            write(&mut b[HEADROOM..HEADROOM + head_len]);
+            self.send_pkt_tail(peer, b, head_len, tail, owner, payload);
             return;
         }
         self.peers[peer].contacted = true;
@@ -227,15 +228,15 @@ impl Inner {
             owner,
             peer,
             payload,
-            len: head.len(),
+            len: head_len,
             tail,
             rnr_again: false,
         });
         let dest = self.peers[peer].addr;
-        if let Err(e) = self.dev.post_send_head(dest, head, tail, wr) {
+        if let Err(e) = self.dev.post_send_head(dest, head_len, tail, wr, write) {
             let mut b = self.buf_to(peer);
-            b[HEADROOM..HEADROOM + head.len()].copy_from_slice(head);
-            self.refused(wr, peer, head.len(), e, b);
+            write(&mut b[HEADROOM..HEADROOM + head_len]);
+            self.refused(wr, peer, head_len, e, b);
         }
     }
 

@@ -337,9 +337,11 @@ impl Inner {
             t.lent |= piece.is_some();
             match piece {
                 Some(tail) => {
-                    let mut h = [0u8; pkt::CTSDATA_HDR];
-                    let hdr = pkt::write_ctsdata(&mut h, recv_id, n as u64, off as u64, connid);
-                    self.send_head_tail(peer, &h[..hdr], tail, Owner::Tx(id), n);
+                    let mut write = |b: &mut [u8]| {
+                        pkt::write_ctsdata(b, recv_id, n as u64, off as u64, connid);
+                    };
+                    let hdr = pkt::CTSDATA_HDR;
+                    self.send_head_tail(peer, hdr, tail, Owner::Tx(id), n, &mut write);
                 }
                 None => {
                     let mut b = self.buf_to(peer);

@@ -255,12 +255,17 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         // The probe is allowed again, perhaps for an older datagram and a shorter round trip.
         peer.wake_by_probe();
-        for _ in 0..newly {
-            if peer.cwnd < peer.ssthresh {
-                peer.cwnd += 1.0;
-            } else {
-                peer.cwnd += 1.0 / peer.cwnd;
-            }
+        // Slow start adds one per datagram acknowledged up to the threshold; past it, what
+        // is left adds `left / cwnd` at once (one division, where one per datagram, each
+        // waiting on the last, was a quarter of this function's time).
+        let mut left = f64::from(newly);
+        if peer.cwnd < peer.ssthresh {
+            let slow = (peer.ssthresh - peer.cwnd).ceil().min(left);
+            peer.cwnd += slow;
+            left -= slow;
+        }
+        if left > 0.0 {
+            peer.cwnd += left / peer.cwnd;
         }
         peer.cwnd = peer.cwnd.min(self.cfg.max_window as f64);
         // Time-based loss detection (RFC 8985, simplified). A datagram still unacknowledged

@@ -28,6 +28,7 @@
 //! datagram does is in `arrive.rs`.
 
 mod arrive;
+mod window;
 pub mod wire;
 
 use std::collections::VecDeque;
@@ -161,8 +162,10 @@ pub struct PeerKey<A> {
 /// A datagram to put on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transmit<A> {
-    /// An outstanding data datagram: fetch its bytes with [`Transport::datagram`].
-    Data { dest: A, peer: usize, seq: u32 },
+    /// An outstanding data datagram: fetch its bytes with [`Transport::datagram`] and its
+    /// destination with [`Transport::peer_addr`]. (Its address is not carried here: copied in
+    /// with every send, it was read back while its stores were in flight.)
+    Data { peer: usize, seq: u32 },
     /// A control datagram (ACK or RNR).
     Ctrl {
         dest: A,
@@ -198,6 +201,20 @@ enum Head {
     Inline([u8; INLINE_HEAD]),
 }
 
+impl Default for Head {
+    fn default() -> Head {
+        Head::Buf(Vec::new())
+    }
+}
+
+/// What a send's head is made from ([`Transport::launch`]).
+enum Fill<'a> {
+    /// A head made already: the caller's buffer, or bytes held while the send waited.
+    Head(Head),
+    /// Bytes `DATA_HEADER..len` of a head the slot holds, which the caller writes in place.
+    Write(&'a mut dyn FnMut(&mut [u8])),
+}
+
 impl Head {
     /// Room for the datagram's head.
     fn bytes(&self) -> &[u8] {
@@ -226,7 +243,7 @@ impl Head {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Slot {
     wr_id: u64,
     /// The datagram is the first `len` bytes of this, then `tail`.
@@ -268,7 +285,7 @@ struct Peer<A> {
     next_seq: u32,
     /// Sequence of `slots[0]`.
     base: u32,
-    slots: VecDeque<Slot>,
+    slots: window::Window<Slot>,
     /// Bytes of the datagrams in `slots`.
     slot_bytes: usize,
     /// Slots in `slots` acknowledged (or failed) and not yet dropped: behind the head, they
@@ -354,7 +371,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             key,
             next_seq: 0,
             base: 0,
-            slots: VecDeque::new(),
+            slots: window::Window::new(),
             slot_bytes: 0,
             acked_in_window: 0,
             queued: VecDeque::new(),
@@ -416,7 +433,6 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         slot.due = now + self.rto;
         self.wake_by_send(now);
         Transmit::Data {
-            dest: self.key.addr,
             peer: p,
             seq: self.base.wrapping_add(i as u32),
         }
@@ -448,8 +464,9 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         let Some(srtt) = self.srtt else {
             return;
         };
-        if let Some(s) = self.slots.iter().rev().find(|s| !s.acked && !s.rnr_wait) {
-            self.wake_by(s.last_sent + 2 * srtt);
+        let newest = self.slots.iter().rev().find(|s| !s.acked && !s.rnr_wait);
+        if let Some(sent) = newest.map(|s| s.last_sent) {
+            self.wake_by(sent + 2 * srtt);
         }
     }
 
@@ -747,41 +764,58 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             len = end;
             tail = IoVec::EMPTY;
         }
-        self.enter(now, p, wr_id, Head::Buf(buf), len, tail);
+        self.enter(now, p, wr_id, Fill::Head(Head::Buf(buf)), len, tail);
     }
 
-    /// [`Transport::send_prefix_to`] of a datagram whose part before `tail` is `head` (an upper
-    /// layer's header), given by reference: the slot keeps those bytes itself where they fit
-    /// ([`INLINE_HEAD`]), so the caller lends no buffer. Its completion's buffer is empty,
-    /// unless the send failed: then it holds [`wire::DATA_HEADER`] bytes, then `head`, as
-    /// `send_prefix_to` would take it to send again.
-    pub fn send_head_to(&mut self, now: Time, p: usize, wr_id: u64, head: &[u8], tail: IoVec) {
-        let len = DATA_HEADER + head.len();
+    /// [`Transport::send_prefix_to`] of a datagram whose part before `tail` is a head of
+    /// `head_len` bytes (an upper layer's header), which `write` writes: where it fits
+    /// ([`INLINE_HEAD`]) the slot holds it and `write` writes it in place, so the caller lends
+    /// no buffer and nothing is copied. Its completion's buffer is empty, unless the send
+    /// failed: then it holds [`wire::DATA_HEADER`] bytes, then the head, as `send_prefix_to`
+    /// would take it to send again.
+    pub fn send_head_to(
+        &mut self,
+        now: Time,
+        p: usize,
+        wr_id: u64,
+        head_len: usize,
+        tail: IoVec,
+        write: &mut dyn FnMut(&mut [u8]),
+    ) {
+        let len = DATA_HEADER + head_len;
         // A checksummed payload is copied in beside the header (`send_prefix_to`).
         if self.cfg.checksum_payloads || len + ACK_TRAILER > INLINE_HEAD {
             let mut buf = vec![0; len];
-            buf[DATA_HEADER..].copy_from_slice(head);
+            write(&mut buf[DATA_HEADER..]);
             self.send_prefix_to(now, p, wr_id, buf, len, tail);
             return;
         }
-        let mut a = [0u8; INLINE_HEAD];
-        a[DATA_HEADER..len].copy_from_slice(head);
-        self.enter(now, p, wr_id, Head::Inline(a), len, tail);
+        self.enter(now, p, wr_id, Fill::Write(write), len, tail);
     }
 
-    /// Puts a send into peer `p`'s window, or in its queue behind those waiting for room.
-    fn enter(&mut self, now: Time, p: usize, wr_id: u64, head: Head, len: usize, tail: IoVec) {
+    /// Puts a send into peer `p`'s window, or in its queue behind those waiting for room. A
+    /// head to be written is written where it goes, in either.
+    fn enter(&mut self, now: Time, p: usize, wr_id: u64, fill: Fill<'_>, len: usize, tail: IoVec) {
         let peer = &mut self.peers[p];
         if !peer.busy() {
             peer.last_progress = now;
         }
         // Nothing waits before it and the window has room: straight onto the wire.
         if self.peers[p].queued.is_empty() && self.window_room(p) {
-            self.launch(now, p, wr_id, head, len, tail);
-        } else {
-            self.peers[p].queued.push_back((wr_id, head, len, tail));
-            self.fill_window(now, p);
+            self.launch(now, p, wr_id, fill, len, tail);
+            return;
         }
+        let queued = &mut self.peers[p].queued;
+        match fill {
+            Fill::Head(head) => queued.push_back((wr_id, head, len, tail)),
+            Fill::Write(write) => {
+                queued.push_back((wr_id, Head::Inline([0; INLINE_HEAD]), len, tail));
+                if let Some((_, head, _, _)) = queued.back_mut() {
+                    write(&mut head.bytes_mut()[DATA_HEADER..len]);
+                }
+            }
+        }
+        self.fill_window(now, p);
     }
 
     /// Sends a datagram outside the reliable protocol (no sequence, no ack, no retry).
@@ -808,22 +842,15 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             let Some((wr_id, datagram, len, tail)) = self.peers[p].queued.pop_front() else {
                 break;
             };
-            self.launch(now, p, wr_id, datagram, len, tail);
+            self.launch(now, p, wr_id, Fill::Head(datagram), len, tail);
         }
     }
 
     /// Puts a send into peer `p`'s window (which has room) and names it for `poll_transmit`.
-    fn launch(
-        &mut self,
-        now: Time,
-        p: usize,
-        wr_id: u64,
-        mut head: Head,
-        mut len: usize,
-        mut tail: IoVec,
-    ) {
+    /// The slot's fields and its header are written where the slot lives (`window`).
+    fn launch(&mut self, now: Time, p: usize, wr_id: u64, fill: Fill<'_>, len: usize, tail: IoVec) {
         let qkey = self.cfg.qkey;
-        let datagram = head.bytes_mut();
+        let checksum_payloads = self.cfg.checksum_payloads;
         let peer = &mut self.peers[p];
         let seq = peer.next_seq;
         peer.next_seq = seq.wrapping_add(1);
@@ -832,66 +859,76 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         if peer.slots.is_empty() {
             peer.base = seq;
         }
+        let room = match &fill {
+            Fill::Head(h) => h.bytes().len(),
+            Fill::Write(_) => INLINE_HEAD,
+        };
         // An ack owed to this peer is the trailer, which ends the datagram: a tail that
         // fits is copied in first. A request-response exchange (a pingpong) would otherwise
         // leave every ack to wait `ack_delay` for a datagram that carries no tail.
-        if peer.ack_due && !tail.is_empty() && len + tail.len() + ACK_TRAILER <= datagram.len() {
-            datagram[len..len + tail.len()].copy_from_slice(tail.as_bytes());
-            len += tail.len();
-            tail = IoVec::EMPTY;
-        }
-        let room = tail.is_empty() && len + ACK_TRAILER <= datagram.len();
-        let ack = (peer.ack_due && room).then(|| {
+        let copy_tail = peer.ack_due && !tail.is_empty() && len + tail.len() + ACK_TRAILER <= room;
+        let (mut dlen, dtail) = if copy_tail {
+            (len + tail.len(), IoVec::EMPTY)
+        } else {
+            (len, tail)
+        };
+        let ack = (peer.ack_due && dtail.is_empty() && dlen + ACK_TRAILER <= room).then(|| {
             peer.acked();
-            len += ACK_TRAILER;
+            dlen += ACK_TRAILER;
             self.stats.acks_sent += 1;
             self.stats.acks_piggybacked += 1;
             (peer.expected, peer.sack())
         });
-        if self.cfg.checksum_payloads {
+        let (dst_qkey, base, due) = (peer.key.qkey, peer.base, now + peer.rto);
+        peer.slot_bytes += dlen + dtail.len();
+        let slot = peer.slots.push_back();
+        slot.wr_id = wr_id;
+        slot.len = dlen;
+        slot.tail = dtail;
+        slot.first_sent = now;
+        slot.last_sent = now;
+        slot.sent_order = sent_order;
+        slot.due = due;
+        slot.transmissions = 1;
+        slot.rnr = 0;
+        slot.acked = false;
+        slot.rnr_wait = false;
+        slot.suspect = false;
+        match fill {
+            Fill::Head(h) => slot.datagram = h,
+            Fill::Write(write) => {
+                if !matches!(slot.datagram, Head::Inline(_)) {
+                    slot.datagram = Head::Inline([0; INLINE_HEAD]);
+                }
+                write(&mut slot.datagram.bytes_mut()[DATA_HEADER..len]);
+            }
+        }
+        let datagram = &mut slot.datagram.bytes_mut()[..dlen];
+        if copy_tail {
+            datagram[len..len + tail.len()].copy_from_slice(tail.as_bytes());
+        }
+        if checksum_payloads {
             Repr::Data {
-                dst_qkey: peer.key.qkey,
+                dst_qkey,
                 src_qkey: qkey,
                 seq,
-                base: peer.base,
+                base,
                 ack,
             }
-            .emit(&mut datagram[..len]);
+            .emit(datagram);
             // With a tail the payload is unchecked (`send_prefix`): the seal covers the header.
-            wire::seal(&mut datagram[..len], true);
+            wire::seal(datagram, true);
         } else {
-            wire::emit_data_unchecked(
-                &mut datagram[..len],
-                peer.key.qkey,
-                qkey,
-                seq,
-                peer.base,
-                ack,
-            );
+            wire::emit_data_unchecked(datagram, dst_qkey, qkey, seq, base, ack);
         }
-        peer.slot_bytes += len + tail.len();
-        peer.slots.push_back(Slot {
-            wr_id,
-            datagram: head,
-            len,
-            tail,
-            first_sent: now,
-            last_sent: now,
-            sent_order,
-            due: now + peer.rto,
-            transmissions: 1,
-            rnr: 0,
-            acked: false,
-            rnr_wait: false,
-            suspect: false,
-        });
         peer.wake_by_send(now);
-        self.transmits.push_back(Transmit::Data {
-            dest: peer.key.addr,
-            peer: p,
-            seq,
-        });
+        self.transmits.push_back(Transmit::Data { peer: p, seq });
         self.stats.data_sent += 1;
+    }
+
+    /// Where peer `peer` (a [`Transmit::Data`]'s) is.
+    pub fn peer_addr(&self, peer: usize) -> &A {
+        &self.peers[peer].key.addr
     }
 
     /// The bytes of an outstanding datagram named by a [`Transmit::Data`], in two parts: the
@@ -938,6 +975,17 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// [`Transport::flush_acks`]: until then they may ride on data.
     pub fn poll_transmit(&mut self) -> Option<Transmit<A>> {
         self.transmits.pop_front()
+    }
+
+    /// What `poll_transmit` would give, oldest first, left in place: a caller that sends them
+    /// from here takes those that went with [`Transport::consume_transmits`].
+    pub fn transmits(&self) -> impl Iterator<Item = &Transmit<A>> {
+        self.transmits.iter()
+    }
+
+    /// Takes the first `n` of [`Transport::transmits`].
+    pub fn consume_transmits(&mut self, n: usize) {
+        self.transmits.drain(..n.min(self.transmits.len()));
     }
 
     pub fn poll_completion(&mut self) -> Option<(u64, Status, Vec<u8>)> {
@@ -1154,12 +1202,13 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         let peer = &mut self.peers[p];
         peer.slot_bytes = 0;
         peer.acked_in_window = 0;
-        for mut slot in peer.slots.drain(..) {
+        for slot in peer.slots.iter_mut() {
             if !slot.acked && slot.wr_id != u64::MAX {
                 let buf = slot.datagram.give_back(slot.len, status);
                 self.completions.push_back((slot.wr_id, status, buf));
             }
         }
+        peer.slots.clear();
         peer.base = peer.next_seq;
         for (wr_id, mut head, len, _) in peer.queued.drain(..) {
             self.completions

@@ -111,8 +111,8 @@ impl Sim {
     fn pump(&mut self, from: usize) {
         while let Some(t) = self.qp[from].poll_transmit() {
             let (dest, bytes) = match t {
-                Transmit::Data { dest, peer, seq } => match self.qp[from].datagram(peer, seq) {
-                    Some(parts) => (dest, parts.concat()),
+                Transmit::Data { peer, seq } => match self.qp[from].datagram(peer, seq) {
+                    Some(parts) => (*self.qp[from].peer_addr(peer), parts.concat()),
                     None => continue,
                 },
                 Transmit::Ctrl { dest, bytes, len } => (dest, bytes[..len].to_vec()),
@@ -430,7 +430,8 @@ fn a_held_head_comes_back_only_when_its_send_failed() {
         qkey: QKEYS[1],
     };
     let p = sim.qp[0].peer_index(dest, sim.now);
-    sim.qp[0].send_head_to(sim.now, p, 1, &head, tail_mem);
+    let mut write = |b: &mut [u8]| b.copy_from_slice(&head);
+    sim.qp[0].send_head_to(sim.now, p, 1, head.len(), tail_mem, &mut write);
     sim.run_until_idle(1_000 * MS);
     assert_eq!(sim.done, vec![(1, Status::Ok)]);
     assert_eq!(sim.delivered[1], vec![[&head[..], &tail[..]].concat()]);
@@ -441,7 +442,7 @@ fn a_held_head_comes_back_only_when_its_send_failed() {
     );
     // Refused until the retries run out: the bytes to send it again come back.
     sim.rx_credits[1] = 0;
-    sim.qp[0].send_head_to(sim.now, p, 2, &head, tail_mem);
+    sim.qp[0].send_head_to(sim.now, p, 2, head.len(), tail_mem, &mut write);
     sim.run_until_idle(sim.now + 60_000 * MS);
     assert_eq!(sim.done.last(), Some(&(2, Status::Rnr)));
     let (wr, back) = sim.returned.last().unwrap();
@@ -451,7 +452,8 @@ fn a_held_head_comes_back_only_when_its_send_failed() {
     // their own, which comes back.
     sim.rx_credits[1] = usize::MAX;
     let long = [0x5Au8; INLINE_HEAD];
-    sim.qp[0].send_head_to(sim.now, p, 3, &long, tail_mem);
+    let mut write_long = |b: &mut [u8]| b.copy_from_slice(&long);
+    sim.qp[0].send_head_to(sim.now, p, 3, long.len(), tail_mem, &mut write_long);
     sim.run_until_idle(sim.now + 1_000 * MS);
     assert_eq!(sim.done.last(), Some(&(3, Status::Ok)));
     assert_eq!(
