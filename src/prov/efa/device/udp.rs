@@ -1200,15 +1200,20 @@ mod tests {
         assert_eq!(b.stats().dropped_too_big, 0);
     }
 
-    #[test]
-    fn rnr_then_error_without_buffers() {
+    /// Two devices on loopback that give up on a receiver without buffers after one retry.
+    fn quick_rnr_pair() -> (UdpDevice, UdpDevice) {
         let cfg = DeviceConfig {
             rnr_retry: 1,
             timeout_interval_us: 100,
             ..DeviceConfig::default()
         };
-        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        (a, UdpDevice::open(&lo(), 0, &cfg).unwrap())
+    }
+
+    #[test]
+    fn rnr_then_error_without_buffers() {
+        let (mut a, mut b) = quick_rnr_pair();
         a.post_send(b.addr(), vec![0; HEADROOM + 10], 10, IoVec::EMPTY, 1)
             .unwrap();
         let mut out = Vec::new();
@@ -1228,13 +1233,7 @@ mod tests {
     /// whole.
     #[test]
     fn a_head_send_gives_back_a_buffer_only_to_send_again() {
-        let cfg = DeviceConfig {
-            rnr_retry: 1,
-            timeout_interval_us: 100,
-            ..DeviceConfig::default()
-        };
-        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let (mut a, mut b) = quick_rnr_pair();
         let head = [0x3Cu8; 32];
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
         let tail = IoVec::from_mut_slice(Vec::leak(data.clone()));

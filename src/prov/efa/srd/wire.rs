@@ -227,18 +227,10 @@ fn checksum(b: &[u8], hdr: usize) -> u32 {
             let (w0, w1) = (u64_at(b, 0), u64_at(b, 8));
             let base = u32_at(b, field::BASE);
             match trailer.len() {
-                0 => return crate::sys::checksum::crc32c_words([w0, w1], Some(base)),
+                0 => return data_crc(w0, w1, base, None),
                 ACK_TRAILER => {
-                    let cum = u32_at(trailer, 0..4);
-                    let sack = u128_at(trailer, 4);
-                    let words = [
-                        w0,
-                        w1,
-                        u64::from(base) | u64::from(cum) << 32,
-                        sack as u64,
-                        (sack >> 64) as u64,
-                    ];
-                    return crate::sys::checksum::crc32c_words(words, None);
+                    let ack = (u32_at(trailer, 0..4), u128_at(trailer, 4));
+                    return data_crc(w0, w1, base, Some(ack));
                 }
                 _ => {}
             }
@@ -270,6 +262,24 @@ pub fn seal(buf: &mut [u8], payload_checked: bool) {
     buf[field::CHECKSUM].copy_from_slice(&c.to_le_bytes());
 }
 
+/// The checksum of a data header with its payload unchecked, from its words: bytes 0..16 as
+/// `w0` and `w1`, then the base, then a DATA_ACK's trailer (cumulative and selective acks).
+fn data_crc(w0: u64, w1: u64, base: u32, ack: Option<(u32, u128)>) -> u32 {
+    match ack {
+        None => crate::sys::checksum::crc32c_words([w0, w1], Some(base)),
+        Some((cum, sack)) => {
+            let words = [
+                w0,
+                w1,
+                u64::from(base) | u64::from(cum) << 32,
+                sack as u64,
+                (sack >> 64) as u64,
+            ];
+            crate::sys::checksum::crc32c_words(words, None)
+        }
+    }
+}
+
 /// `Repr::Data { .. }.emit(buf)` then `seal(buf, false)` (payload unchecked), in one pass:
 /// the header is assembled in registers, checksummed from them and stored a word at a time.
 /// Every datagram of a bulk transfer goes through here, where the general path spent ~120
@@ -296,22 +306,12 @@ pub fn emit_data_unchecked(
         0,
     ])) | u64::from(dst_qkey) << 32;
     let w1 = u64::from(src_qkey) | u64::from(seq) << 32;
-    let c = match ack {
-        None => crate::sys::checksum::crc32c_words([w0, w1], Some(base)),
-        Some((cum, sack)) => {
-            let t = buf.len() - ACK_TRAILER;
-            buf[t..t + 4].copy_from_slice(&cum.to_le_bytes());
-            buf[t + 4..t + ACK_TRAILER].copy_from_slice(&sack.to_le_bytes());
-            let words = [
-                w0,
-                w1,
-                u64::from(base) | u64::from(cum) << 32,
-                sack as u64,
-                (sack >> 64) as u64,
-            ];
-            crate::sys::checksum::crc32c_words(words, None)
-        }
-    };
+    if let Some((cum, sack)) = ack {
+        let t = buf.len() - ACK_TRAILER;
+        buf[t..t + 4].copy_from_slice(&cum.to_le_bytes());
+        buf[t + 4..t + ACK_TRAILER].copy_from_slice(&sack.to_le_bytes());
+    }
+    let c = data_crc(w0, w1, base, ack);
     buf[..8].copy_from_slice(&w0.to_le_bytes());
     buf[8..field::CHECKSUM.start].copy_from_slice(&w1.to_le_bytes());
     buf[field::CHECKSUM].copy_from_slice(&c.to_le_bytes());
