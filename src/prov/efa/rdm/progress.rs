@@ -198,10 +198,10 @@ impl Inner {
 
     fn post_queued(&mut self, q: Queued) {
         let dest = self.peers[q.peer].addr;
-        let (peer, len, tail) = (q.peer, q.len, q.sent.tail);
+        let (len, tail) = (q.len, q.sent.tail);
         let wr = self.sent.insert(q.sent);
         if let Err((e, buf)) = self.dev.post_send(dest, q.buf, len, tail, wr) {
-            self.refused(wr, peer, len, e, buf);
+            self.refused(wr, e, buf);
         }
     }
 
@@ -236,26 +236,23 @@ impl Inner {
         if let Err(e) = self.dev.post_send_head(dest, head_len, tail, wr, write) {
             let mut b = self.buf_to(peer);
             write(&mut b[HEADROOM..HEADROOM + head_len]);
-            self.refused(wr, peer, head_len, e, b);
+            self.refused(wr, e, b);
         }
     }
 
-    /// The device refused packet `wr` (`buf[HEADROOM..HEADROOM + len]`): it goes back to the
-    /// front of the queue to wait for room (`AGAIN`), or fails.
-    fn refused(&mut self, wr: u64, peer: usize, len: usize, e: Errno, buf: Vec<u8>) {
-        let sent = self.sent.remove(wr).unwrap_or(Sent {
-            owner: Owner::Ctrl,
-            peer,
-            payload: 0,
-            len,
-            tail: IoVec::EMPTY,
-            rnr_again: false,
-        });
+    /// The device refused packet `wr` (its record says which peer and how long): it goes back
+    /// to the front of the queue to wait for room (`AGAIN`), or fails.
+    fn refused(&mut self, wr: u64, e: Errno, buf: Vec<u8>) {
+        // The caller inserted the record just before posting: it is there.
+        let Some(sent) = self.sent.remove(wr) else {
+            self.recycle(buf);
+            return;
+        };
         if e == Errno::AGAIN {
             self.queued.push_front(Queued {
-                peer,
+                peer: sent.peer,
                 buf,
-                len,
+                len: sent.len,
                 sent,
             });
         } else {
