@@ -51,10 +51,9 @@ impl RdmEndpoint {
                     .post_alone(recv, src != FI_ADDR_UNSPEC, tagged, self.rx_size)
             {
                 let mut outcome = posted?;
-                if let PostOutcome::Matched(_) = outcome {
+                if let PostOutcome::Matched(..) = outcome {
                     let mut g = self.lock();
-                    while let PostOutcome::Matched(m) = outcome {
-                        let (recv, u) = *m;
+                    while let PostOutcome::Matched(recv, u) = outcome {
                         outcome = match u.payload {
                             // Its peer died between the match and our lock, and took the
                             // message with it (`peer_died`): the receive waits again.
@@ -95,15 +94,14 @@ impl RdmEndpoint {
             }
             q.post(recv, tagged)
         };
-        while let PostOutcome::Matched(m) = outcome {
-            let (recv, u) = *m;
+        while let PostOutcome::Matched(recv, u) = outcome {
             self.deliver_unexpected(&mut g, recv, tagged, u);
             if flags & FI_MULTI_RECV == 0 {
                 break;
             }
             let next = g.rxq.lock().rematch_multi(context);
             outcome = match next {
-                Some(m) => PostOutcome::Matched(m),
+                Some((r, u)) => PostOutcome::Matched(r, u),
                 None => PostOutcome::Queued,
             };
         }

@@ -105,11 +105,17 @@ impl Inner {
     /// After entries were removed from the AV (`Av::removed_since`), what each peer's
     /// `fi_addr` is now: an index may since name another address (fi_av(3) lets inserts reuse
     /// removed ones), and a removed peer is no longer a source anyone asked for.
+    /// (Inlined: every send asks, and almost never finds a removal.)
+    #[inline]
     pub(super) fn sync_av(&mut self) {
         let Some(av) = &self.av else { return };
-        if !av.removed_since(&mut self.av_removals) {
-            return;
+        if av.removed_since(&mut self.av_removals) {
+            self.resync_av();
         }
+    }
+
+    #[cold]
+    fn resync_av(&mut self) {
         self.by_addr.clear();
         for p in 0..self.peers.len() {
             let a = self
@@ -123,11 +129,18 @@ impl Inner {
     }
 
     /// The peer for an AV address, opening its region on first use.
+    /// (Inlined: a known peer, the common case, is one hash lookup.)
+    #[inline]
     pub(super) fn peer_for(&mut self, fi_addr: u64) -> Result<usize> {
         self.sync_av();
-        if let Some(&p) = self.by_addr.get(&fi_addr) {
-            return Ok(p);
+        match self.by_addr.get(&fi_addr) {
+            Some(&p) => Ok(p),
+            None => self.new_peer_for(fi_addr),
         }
+    }
+
+    #[cold]
+    fn new_peer_for(&mut self, fi_addr: u64) -> Result<usize> {
         let av = self.av.as_ref().ok_or(Errno::NOAV)?;
         let bytes = av.lookup(fi_addr)?;
         let addr = match &self.peer_mode {
@@ -159,7 +172,19 @@ impl Inner {
     /// Maps a peer's region (lazily) and sends it our CONNECT once. Borrowed, not cloned: a
     /// reference count's locked instruction right after a push would wait for the store to
     /// the peer's ring to leave our core.
+    #[inline]
     pub(super) fn connect(&mut self, p: usize) -> Result<&Region> {
+        let peer = &self.peers[p];
+        if !peer.connected || peer.dead {
+            return self.connect_first(p);
+        }
+        // A connected peer has its region (set before `connected`, never taken back).
+        self.peers[p].region.as_deref().ok_or(Errno::CONNABORTED)
+    }
+
+    /// `connect` for a peer not connected yet (or dead).
+    #[cold]
+    fn connect_first(&mut self, p: usize) -> Result<&Region> {
         if self.peers[p].dead {
             return Err(Errno::CONNABORTED);
         }

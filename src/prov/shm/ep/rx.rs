@@ -162,8 +162,7 @@ impl ShmEndpoint {
                 self.rxq
                     .post_alone(recv, src != FI_ADDR_UNSPEC, tagged, usize::MAX)
             {
-                if let PostOutcome::Matched(m) = posted? {
-                    let (recv, u) = *m;
+                if let PostOutcome::Matched(recv, u) = posted? {
                     let mut g = self.lock();
                     self.deliver(&mut g, recv, tagged, u);
                 }
@@ -188,14 +187,13 @@ impl ShmEndpoint {
         // A multi-receive buffer takes every waiting message that fits, not just the first
         // (fabtests' multi_recv hung: messages that arrived while both halves were full stayed
         // unexpected after the application reposted a half).
-        while let PostOutcome::Matched(m) = outcome {
-            let (recv, u) = *m;
+        while let PostOutcome::Matched(recv, u) = outcome {
             self.deliver(&mut g, recv, tagged, u);
             if flags & FI_MULTI_RECV == 0 {
                 break;
             }
             outcome = match g.rxq.lock().rematch_multi(context) {
-                Some(m) => PostOutcome::Matched(m),
+                Some((r, u)) => PostOutcome::Matched(r, u),
                 None => PostOutcome::Queued,
             };
         }
