@@ -6,20 +6,14 @@
 
 use std::hash::Hash;
 
-use super::wire::{self, ACK_TRAILER, DATA_HEADER, Packet, Repr};
+use super::wire::{self, ACK_TRAILER, DATA_HEADER, Repr};
 use super::{Arrival, PeerKey, Status, Time, Transport, US, seq_lt};
 
 impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// Processes one datagram from `from`. `rx_ready` tells whether a receive buffer is posted
     /// (otherwise new data is refused with RNR).
     pub fn handle_datagram(&mut self, now: Time, from: A, bytes: &[u8], rx_ready: bool) -> Arrival {
-        let repr = match Packet::new_checked(bytes).and_then(|p| {
-            if p.verify() {
-                Repr::parse(&p)
-            } else {
-                Err(wire::Error::Checksum)
-            }
-        }) {
+        let repr = match wire::parse_verified(bytes) {
             Ok(r) => r,
             Err(_) => {
                 self.stats.dropped_malformed += 1;

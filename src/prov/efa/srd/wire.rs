@@ -318,6 +318,52 @@ pub fn emit_data_unchecked(
     buf[field::BASE].copy_from_slice(&base.to_le_bytes());
 }
 
+/// [`Repr::parse`] of a datagram whose checksum matches ([`Packet::verify`]), or the first
+/// error of `Packet::new_checked`, `verify` and `parse` in that order. Data whose payload the
+/// checksum leaves out, every datagram of a bulk transfer, is read and checked from its header
+/// words in one pass: the general path reads the header three times over (callgrind, both-ways
+/// writes over a veth pair: about 180 instructions per datagram).
+pub fn parse_verified(b: &[u8]) -> Result<Repr, Error> {
+    if b.len() >= DATA_HEADER {
+        let (w0, w1, w2) = (u64_at(b, 0), u64_at(b, 8), u64_at(b, 16));
+        // Version and kind, then the flags' bit.
+        let (kind, flags) = ((w0 & 0xffff) as u16, (w0 >> 16) as u8);
+        let ack_at = b.len().wrapping_sub(ACK_TRAILER);
+        let ack = if kind == u16::from_le_bytes([VERSION, KIND_DATA]) {
+            Some(None)
+        } else if kind == u16::from_le_bytes([VERSION, KIND_DATA_ACK])
+            && b.len() >= DATA_HEADER + ACK_TRAILER
+        {
+            Some(Some((
+                u32_at(b, ack_at..ack_at + 4),
+                u128_at(b, ack_at + 4),
+            )))
+        } else {
+            None
+        };
+        if let Some(ack) = ack
+            && flags & FLAG_PAYLOAD_UNCHECKED != 0
+        {
+            let base = (w2 >> 32) as u32;
+            if w2 as u32 != data_crc(w0, w1, base, ack) {
+                return Err(Error::Checksum);
+            }
+            return Ok(Repr::Data {
+                dst_qkey: (w0 >> 32) as u32,
+                src_qkey: w1 as u32,
+                seq: (w1 >> 32) as u32,
+                base,
+                ack,
+            });
+        }
+    }
+    let p = Packet::new_checked(b)?;
+    if !p.verify() {
+        return Err(Error::Checksum);
+    }
+    Repr::parse(&p)
+}
+
 /// A parsed SRD header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Repr {
@@ -580,6 +626,36 @@ mod tests {
                     let _ = p.sack();
                 }
             }
+        }
+
+        /// The one-pass parse gives what the general path gives, for any bytes: valid data
+        /// headers of every kind and flag, each with one byte damaged or cut short.
+        #[test]
+        fn one_pass_parse_is_verify_then_parse(
+            d in any::<u32>(), s in any::<u32>(), q in any::<u32>(), b in any::<u32>(),
+            ack in any::<Option<(u32, u128)>>(), payload in 0usize..40, checked in any::<bool>(),
+            at in any::<usize>(), flip in any::<u8>(), cut in any::<usize>(),
+            noise in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let general = |b: &[u8]| {
+                let p = Packet::new_checked(b)?;
+                if !p.verify() {
+                    return Err(Error::Checksum);
+                }
+                Repr::parse(&p)
+            };
+            let r = Repr::Data { dst_qkey: d, src_qkey: s, seq: q, base: b, ack };
+            let len = DATA_HEADER + payload + if ack.is_some() { ACK_TRAILER } else { 0 };
+            let mut bytes = vec![flip; len];
+            r.emit(&mut bytes);
+            seal(&mut bytes, checked);
+            prop_assert_eq!(parse_verified(&bytes), Ok(r));
+            let i = at % len;
+            bytes[i] ^= flip;
+            prop_assert_eq!(parse_verified(&bytes), general(&bytes));
+            let short = &bytes[..cut % (len + 1)];
+            prop_assert_eq!(parse_verified(short), general(short));
+            prop_assert_eq!(parse_verified(&noise), general(&noise));
         }
 
         #[test]
