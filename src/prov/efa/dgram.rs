@@ -112,15 +112,9 @@ impl DgramEndpoint {
                     }
                 }
                 Completion::Run { buf } => device::next_run(&mut *g.dev, &mut run, buf),
-                Completion::RecvInRun {
-                    buf, off, len, src, ..
-                } => {
-                    g.posted -= 1;
+                Completion::RecvInRun { off, len, src } => {
                     if let Some(d) = run.get(off..off + len) {
                         self.deliver(g, src, d);
-                    }
-                    if g.dev.post_recv(buf, 0).is_ok() {
-                        g.posted += 1;
                     }
                 }
                 // DGRAM endpoints post no RDMA; a peer's RDMA write with data into a DGRAM

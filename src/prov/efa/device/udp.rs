@@ -187,6 +187,12 @@ pub struct UdpDevice {
     gro: bool,
     /// Run buffers given back by the upper layer, to replace the next ones handed up.
     spare_runs: Vec<Vec<u8>>,
+    /// Posted receives that datagrams of runs count against ([`Completion::RecvInRun`]):
+    /// those held (`service`) or handed up by the last poll, which the upper layer has handled
+    /// by the next.
+    run_credits: usize,
+    /// Of `run_credits`, those of the datagrams the last poll handed up.
+    run_credits_up: usize,
     /// The socket refused part of the last batch (its buffer was full); the rest waits in the
     /// transport's queue.
     socket_full: bool,
@@ -282,6 +288,8 @@ impl UdpDevice {
             rx_meta: Vec::with_capacity(BATCH),
             gro,
             spare_runs: Vec::new(),
+            run_credits: 0,
+            run_credits_up: 0,
             socket_full: false,
             unreliable: VecDeque::new(),
             unreliable_done: VecDeque::new(),
@@ -556,8 +564,8 @@ impl UdpDevice {
 
     /// The datagrams of socket buffer `i` when GRO is on: `len` bytes, `seg`-byte datagrams
     /// (the last one shorter). The buffer goes up whole as a [`Completion::Run`] and each
-    /// datagram delivered as a `RecvInRun` into it, using up a posted receive as the credit
-    /// it is (no posted receive: RNR) without copying into it: the upper layer copies the
+    /// datagram delivered as a `RecvInRun` into it, counting against the posted receives as
+    /// the credit each is (none left: RNR) without copying into one: the upper layer copies the
     /// payload out once, where it goes (`perf`, both-ways writes over a veth pair: the copy
     /// into posted receives was half of the library's `memmove` time).
     fn receive_run(
@@ -585,19 +593,17 @@ impl UdpDevice {
                 off = end;
                 continue;
             }
-            let ready = !self.recvs.is_empty();
+            let ready = self.run_credits < self.recvs.len();
             if let Arrival::Deliver { src_qkey, payload } =
                 self.t.handle_datagram(now, from, datagram, ready)
-                && let Some((wr_id, buf)) = self.recvs.pop_back()
             {
+                self.run_credits += 1;
                 // The run's own completion comes first; its buffer is put in at the end.
                 if run_at.is_none() {
                     run_at = Some(out.len());
                     out.push(Completion::Run { buf: Vec::new() });
                 }
                 out.push(Completion::RecvInRun {
-                    wr_id,
-                    buf,
                     off: off + payload.start,
                     len: payload.len(),
                     src: EfaAddr::from_socket(from, src_qkey),
@@ -823,6 +829,8 @@ impl Device for UdpDevice {
     }
 
     fn poll_placed(&mut self, out: &mut Vec<Completion>, max: usize, place: &[Placement]) {
+        // The upper layer handled what the last poll handed up: those credits are back.
+        self.run_credits -= core::mem::take(&mut self.run_credits_up);
         if !self.held.is_empty() {
             out.append(&mut self.held);
             self.held_signal.drain();
@@ -831,6 +839,7 @@ impl Device for UdpDevice {
         // Acks for what arrived wait for `flush`, at the end of the caller's pass: answers the
         // caller sends in that pass carry them.
         self.receive(now, out, place);
+        self.run_credits_up = self.run_credits;
         self.t.handle_timeout(now);
         self.transmit(now);
         self.send_unreliable(now);
@@ -1043,7 +1052,7 @@ mod tests {
                 b.flush();
                 let mut run = Vec::new();
                 for c in out.drain(..) {
-                    let (wr_id, buf, off, len, src, in_run) = match c {
+                    let (posted, off, len, src) = match c {
                         Completion::Send { status, .. } => {
                             assert_eq!(status, Ok(()));
                             sent += 1;
@@ -1065,16 +1074,13 @@ mod tests {
                             off,
                             len,
                             src,
-                        } => (wr_id, buf, off, len, src, false),
-                        Completion::RecvInRun {
-                            wr_id,
-                            buf,
-                            off,
-                            len,
-                            src,
-                        } => (wr_id, buf, off, len, src, true),
+                        } => (Some((wr_id, buf)), off, len, src),
+                        Completion::RecvInRun { off, len, src } => (None, off, len, src),
                     };
-                    let bytes = if in_run { &run[..] } else { &buf[..] };
+                    let bytes = match &posted {
+                        Some((_, buf)) => &buf[..],
+                        None => &run[..],
+                    };
                     assert_eq!(src, a.addr());
                     let i = u64::from_le_bytes(bytes[off..off + 8].try_into().unwrap()) as usize;
                     assert!(!got[i], "datagram {i} delivered twice");
@@ -1084,7 +1090,9 @@ mod tests {
                     for (k, x) in bytes[off + 8..off + len].iter().enumerate() {
                         assert_eq!(*x, ((k + 8) ^ i) as u8, "byte {k} of datagram {i}");
                     }
-                    b.post_recv(buf, wr_id).unwrap();
+                    if let Some((wr_id, buf)) = posted {
+                        b.post_recv(buf, wr_id).unwrap();
+                    }
                 }
                 b.return_run(run);
                 assert!(
@@ -1164,7 +1172,7 @@ mod tests {
             a.flush();
             b.flush();
             for c in out.drain(..) {
-                let (wr_id, buf, pkt) = match c {
+                let (posted, pkt) = match c {
                     Completion::Send { status, .. } => {
                         assert_eq!(status, Ok(()));
                         sent += 1;
@@ -1174,13 +1182,7 @@ mod tests {
                         crate::prov::efa::device::next_run(&mut b, &mut run, buf);
                         continue;
                     }
-                    Completion::RecvInRun {
-                        wr_id,
-                        buf,
-                        off,
-                        len,
-                        ..
-                    } => (wr_id, buf, run[off..off + len].to_vec()),
+                    Completion::RecvInRun { off, len, .. } => (None, run[off..off + len].to_vec()),
                     Completion::Recv {
                         wr_id,
                         buf,
@@ -1189,7 +1191,7 @@ mod tests {
                         ..
                     } => {
                         let pkt = buf[off..off + len].to_vec();
-                        (wr_id, buf, pkt)
+                        (Some((wr_id, buf)), pkt)
                     }
                     other => panic!("unexpected {other:?}"),
                 };
@@ -1199,7 +1201,9 @@ mod tests {
                     .expect("a datagram arrived whole and exact");
                 assert!(!got[i], "delivered once");
                 got[i] = true;
-                b.post_recv(buf, wr_id).unwrap();
+                if let Some((wr_id, buf)) = posted {
+                    b.post_recv(buf, wr_id).unwrap();
+                }
             }
             assert!(t.elapsed().as_secs() < 20, "timed out");
         }
@@ -1232,6 +1236,85 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    /// A run's datagrams count against the posted receives for the poll that hands them up and
+    /// take none of them: past the posted count, a run's datagrams are refused with RNR (their
+    /// sender sends them again), and every buffer stays posted for the next poll. (Without GRO
+    /// each datagram takes a buffer, which is posted again here: the same bound holds.)
+    #[test]
+    fn runs_count_against_posted_receives_and_take_none() {
+        let cfg = DeviceConfig {
+            rnr_retry: 7,
+            timeout_interval_us: 100,
+            ..DeviceConfig::default()
+        };
+        let info = UdpDeviceInfo { mtu: 1500, ..lo() };
+        let mut a = UdpDevice::open(&info, 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&info, 0, &cfg).unwrap();
+        const POSTED: usize = 4;
+        const N: usize = 40;
+        for i in 0..POSTED {
+            b.post_recv(Vec::new(), i as u64).unwrap();
+        }
+        let dest = b.addr();
+        for i in 0..N {
+            let mut buf = vec![i as u8; HEADROOM + 1000];
+            buf[HEADROOM] = i as u8;
+            a.post_send(dest, buf, 1000, IoVec::EMPTY, i as u64)
+                .unwrap();
+        }
+        let (mut got, mut run, mut runs) = (vec![false; N], Vec::new(), 0);
+        let mut out = Vec::new();
+        let t = Instant::now();
+        while got.iter().any(|g| !g) {
+            a.poll(&mut out, 256);
+            a.flush();
+            out.clear();
+            b.poll(&mut out, 256);
+            b.flush();
+            let mut delivered = 0;
+            for c in out.drain(..) {
+                let (posted, pkt) = match c {
+                    Completion::Run { buf } => {
+                        runs += 1;
+                        crate::prov::efa::device::next_run(&mut b, &mut run, buf);
+                        continue;
+                    }
+                    Completion::RecvInRun { off, len, .. } => (None, run[off..off + len].to_vec()),
+                    Completion::Recv {
+                        wr_id,
+                        buf,
+                        off,
+                        len,
+                        ..
+                    } => {
+                        let pkt = buf[off..off + len].to_vec();
+                        (Some((wr_id, buf)), pkt)
+                    }
+                    other => panic!("unexpected {other:?}"),
+                };
+                delivered += 1;
+                let i = pkt[0] as usize;
+                assert_eq!(pkt.len(), 1000);
+                assert!(pkt.iter().all(|&x| x == i as u8), "datagram {i} exact");
+                assert!(!got[i], "datagram {i} delivered once");
+                got[i] = true;
+                if let Some((wr_id, buf)) = posted {
+                    b.post_recv(buf, wr_id).unwrap();
+                }
+            }
+            assert!(
+                delivered <= POSTED,
+                "{delivered} in one poll, {POSTED} posted"
+            );
+            assert!(t.elapsed().as_secs() < 20, "timed out");
+        }
+        assert_eq!(runs > 0, b.gro, "runs handed up: {runs}");
+        assert_eq!(b.recvs.len(), POSTED, "every buffer still posted");
+        if b.gro {
+            assert!(b.stats().rnr_sent > 0, "the rest of a run was refused");
+        }
     }
 
     /// A send lent no buffer (`post_send_head`) completes with none. Refused until its retries

@@ -440,17 +440,10 @@ impl RdmEndpoint {
                         }
                     }
                     Completion::Run { buf } => device::next_run(&mut *g.dev, &mut run, buf),
-                    Completion::RecvInRun {
-                        buf, off, len, src, ..
-                    } => {
-                        g.posted_rx -= 1;
+                    Completion::RecvInRun { off, len, src } => {
                         received += 1;
                         if let Some(pkt) = run.get(off..off + len) {
                             self.handle_packet(g, src, pkt);
-                        }
-                        match g.dev.post_recv(buf, 0) {
-                            Ok(()) => g.posted_rx += 1,
-                            Err((_, b)) => g.recycle(b),
                         }
                     }
                     Completion::Send { wr_id, status, buf } => {
