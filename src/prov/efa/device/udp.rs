@@ -1182,18 +1182,7 @@ mod tests {
                         crate::prov::efa::device::next_run(&mut b, &mut run, buf);
                         continue;
                     }
-                    Completion::RecvInRun { off, len, .. } => (None, run[off..off + len].to_vec()),
-                    Completion::Recv {
-                        wr_id,
-                        buf,
-                        off,
-                        len,
-                        ..
-                    } => {
-                        let pkt = buf[off..off + len].to_vec();
-                        (Some((wr_id, buf)), pkt)
-                    }
-                    other => panic!("unexpected {other:?}"),
+                    c => received(c, &run),
                 };
                 let i = sent_bytes
                     .iter()
@@ -1208,6 +1197,25 @@ mod tests {
             assert!(t.elapsed().as_secs() < 20, "timed out");
         }
         assert_eq!(b.stats().dropped_too_big, 0);
+    }
+
+    /// A received datagram's bytes, and the posted buffer it took with its `wr_id` (a `Recv`'s,
+    /// to be posted again; a `RecvInRun`, whose bytes are in `run`, takes none).
+    fn received(c: Completion, run: &[u8]) -> (Option<(u64, Vec<u8>)>, Vec<u8>) {
+        match c {
+            Completion::RecvInRun { off, len, .. } => (None, run[off..off + len].to_vec()),
+            Completion::Recv {
+                wr_id,
+                buf,
+                off,
+                len,
+                ..
+            } => {
+                let pkt = buf[off..off + len].to_vec();
+                (Some((wr_id, buf)), pkt)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     /// Two devices on loopback that give up on a receiver without buffers after one retry.
@@ -1281,18 +1289,7 @@ mod tests {
                         crate::prov::efa::device::next_run(&mut b, &mut run, buf);
                         continue;
                     }
-                    Completion::RecvInRun { off, len, .. } => (None, run[off..off + len].to_vec()),
-                    Completion::Recv {
-                        wr_id,
-                        buf,
-                        off,
-                        len,
-                        ..
-                    } => {
-                        let pkt = buf[off..off + len].to_vec();
-                        (Some((wr_id, buf)), pkt)
-                    }
-                    other => panic!("unexpected {other:?}"),
+                    c => received(c, &run),
                 };
                 delivered += 1;
                 let i = pkt[0] as usize;
