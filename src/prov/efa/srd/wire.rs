@@ -629,7 +629,8 @@ mod tests {
         }
 
         /// The one-pass parse gives what the general path gives, for any bytes: valid data
-        /// headers of every kind and flag, each with one byte damaged or cut short.
+        /// headers (DATA and DATA_ACK, payload checked or not), each with one byte damaged or
+        /// cut short, and noise.
         #[test]
         fn one_pass_parse_is_verify_then_parse(
             d in any::<u32>(), s in any::<u32>(), q in any::<u32>(), b in any::<u32>(),
