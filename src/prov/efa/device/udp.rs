@@ -225,7 +225,19 @@ pub struct UdpDevice {
     /// be turned into an IP address and looked for among this host's each time, nor its
     /// transport peer looked up by socket address.
     last_route: Option<Route>,
+    /// The connected socket's sends when last looked at, and when (`connect_peer`).
+    peer_sends: (u64, Time),
+    /// Routes taken to peers other than the connected socket's (`route`).
+    indirect_routes: u32,
+    /// The connected socket could not be made: not tried again.
+    no_peer_sock: bool,
 }
+
+/// A peer whose connected socket has had no send for this long gives it up to another peer
+/// sent to (`UdpDevice::connect_peer`).
+const PEER_SOCK_IDLE: Time = 10_000_000;
+/// Routes to other peers between two looks at whether the connected socket is idle.
+const PEER_SOCK_CHECK: u32 = 256;
 
 /// Where sends to one destination go ([`UdpDevice::route`]).
 #[derive(Clone, Copy)]
@@ -235,6 +247,8 @@ struct Route {
     /// The transport's index of that peer, and the transport's epoch it is good for.
     peer: usize,
     epoch: u32,
+    /// Sends to it go through the connected socket (`UdpDevice::connect_peer`).
+    direct: bool,
 }
 
 /// SocketAddr with an order, for the delay heap.
@@ -245,7 +259,7 @@ impl UdpDevice {
     /// Opens a queue pair on `dev` (port 0: any free port). A port the application named
     /// makes the endpoint reachable by node and service alone (QKEY 0, `srd` module docs).
     pub fn open(dev: &UdpDeviceInfo, port: u16, cfg: &DeviceConfig) -> Result<UdpDevice> {
-        let sock = UdpSock::bind(dev.iface.addr, port, 16 << 20)?;
+        let mut sock = UdpSock::bind(dev.iface.addr, port, 16 << 20)?;
         // 31 random bits, never 0 (the "any QKEY at this address" of a peer that knows only
         // our node and service).
         let qkey = (crate::sys::random::u32() & 0x7fff_ffff).max(1);
@@ -308,15 +322,60 @@ impl UdpDevice {
             was_empty: false,
             local,
             last_route: None,
+            peer_sends: (0, 0),
+            indirect_routes: 0,
+            no_peer_sock: false,
         })
     }
 
     /// The socket address of `dest` and the largest datagram its path takes.
     fn route(&mut self, dest: &EfaAddr) -> Route {
         match self.last_route {
-            Some(r) if r.dest == *dest && r.epoch == self.t.epoch() => r,
+            Some(r) if r.dest == *dest && r.epoch == self.t.epoch() => {
+                if !r.direct {
+                    self.indirect_routes = self.indirect_routes.wrapping_add(1);
+                    if self.indirect_routes.is_multiple_of(PEER_SOCK_CHECK) {
+                        let now = self.now();
+                        self.connect_peer(dest.socket(), now);
+                    }
+                }
+                r
+            }
             _ => self.new_route(dest),
         }
+    }
+
+    /// Sends to `to` go through a socket connected to it (`UdpSock::connect_peer`: the
+    /// kernel routes each datagram of an unconnected socket) if there is none yet, or if the
+    /// one there is had no send for `PEER_SOCK_IDLE`. One peer at a time: a ping-pong or a
+    /// transfer between two processes, the traffic that waits on each send.
+    #[cold]
+    fn connect_peer(&mut self, to: SocketAddr, now: Time) {
+        if self.no_peer_sock {
+            return;
+        }
+        match self.sock.connected_peer() {
+            Some((p, _)) if p == to => return,
+            Some((_, sends)) if sends != self.peer_sends.0 => {
+                self.peer_sends = (sends, now);
+                return;
+            }
+            Some(_) if now.saturating_sub(self.peer_sends.1) < PEER_SOCK_IDLE => return,
+            _ => {}
+        }
+        match self.sock.connect_peer(to) {
+            // Its datagrams arrive there: blocking waits must wake on them.
+            Ok(Some(fd)) => {
+                if self.wait.add(fd).is_err() {
+                    self.sock.disconnect_peer();
+                    self.no_peer_sock = true;
+                }
+            }
+            Ok(None) => {}
+            Err(_) => self.no_peer_sock = self.sock.connected_peer().is_none(),
+        }
+        self.peer_sends = (self.sock.connected_peer().map_or(0, |p| p.1), now);
+        self.last_route = None;
     }
 
     /// Kept out of line: inlined, its byte-wise reading of the GID was hoisted above the
@@ -328,11 +387,14 @@ impl UdpDevice {
             addr: dest.socket(),
             qkey: dest.qkey,
         };
+        let now = self.now();
+        self.connect_peer(key.addr, now);
         let r = Route {
             dest: *dest,
             path_mtu: self.path_mtu_ip(dest.ip()),
-            peer: self.t.peer_index(key, self.now()),
+            peer: self.t.peer_index(key, now),
             epoch: self.t.epoch(),
+            direct: self.sock.connected_peer().is_some_and(|p| p.0 == key.addr),
         };
         self.last_route = Some(r);
         r
@@ -1106,6 +1168,69 @@ mod tests {
             }
             // 8,000-byte datagrams take the GRO path where the kernel has it.
             assert_eq!(runs > 0, b.gro, "runs handed up: {runs}");
+        }
+    }
+
+    /// Sends to a peer go through a socket connected to it, whose datagrams arrive there: the
+    /// device's wait fd (what blocking CQ reads wait on) becomes readable when that peer's
+    /// answer comes, and the answer is received.
+    #[test]
+    fn the_wait_fd_wakes_for_the_connected_peer() {
+        let cfg = DeviceConfig::default();
+        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        for i in 0..4 {
+            a.post_recv(Vec::new(), i).unwrap();
+            b.post_recv(Vec::new(), i).unwrap();
+        }
+        let send = |d: &mut UdpDevice, to: EfaAddr, byte: u8| {
+            let mut buf = vec![0u8; HEADROOM + 16];
+            buf[HEADROOM..].fill(byte);
+            d.post_send(to, buf, 16, IoVec::EMPTY, u64::from(byte))
+                .unwrap();
+            d.flush_all();
+        };
+        send(&mut a, b.addr(), 1);
+        assert_eq!(
+            a.sock.connected_peer().map(|p| p.0),
+            Some(b.addr().socket())
+        );
+        // b receives and acknowledges at once; a takes the ack: nothing of a's is pending,
+        // so no timer of a's can wake it below.
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        let t = Instant::now();
+        while !out_a.iter().any(|c| matches!(c, Completion::Send { .. })) {
+            b.poll(&mut out_b, 16);
+            b.flush_all();
+            a.poll(&mut out_a, 16);
+            assert!(
+                t.elapsed().as_secs() < 10,
+                "a's datagram never acknowledged"
+            );
+        }
+        assert!(out_b.iter().any(|c| matches!(c, Completion::Recv { .. })));
+        // b answers; a does not poll until its wait fd says so.
+        send(&mut b, a.addr(), 2);
+        let waiter = Epoll::new().unwrap();
+        waiter.add(a.wait_fd().unwrap()).unwrap();
+        a.prepare_wait();
+        assert!(
+            waiter.wait(3000),
+            "the wait fd did not wake for the connected peer's datagram"
+        );
+        let mut out = Vec::new();
+        let t = Instant::now();
+        loop {
+            a.poll(&mut out, 16);
+            if let Some(Completion::Recv {
+                buf, off, len, src, ..
+            }) = out.iter().find(|c| matches!(c, Completion::Recv { .. }))
+            {
+                assert_eq!(*src, b.addr());
+                assert_eq!(&buf[*off..*off + *len], &[2u8; 16][..]);
+                break;
+            }
+            assert!(t.elapsed().as_secs() < 10, "a never received the answer");
         }
     }
 
