@@ -106,6 +106,15 @@ pub struct UdpSock {
     peer_sock: Option<PeerSock>,
 }
 
+/// Why [`UdpSock::connect_peer`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerSockError {
+    /// The peer could not be connected to (no route to it now): another may be.
+    Peer(Errno),
+    /// No second socket could be made here (`SO_REUSEPORT` refused, no descriptor left).
+    Socket(Errno),
+}
+
 /// A socket bound to its [`UdpSock`]'s address and port and connected to one peer. Sends to
 /// that peer go out through it: the kernel routes a connected socket's datagrams once, at
 /// connect(2), where an unconnected one routes each, and on a host's own address allocates a
@@ -433,10 +442,13 @@ impl UdpSock {
     /// Both sockets share the port by `SO_REUSEPORT`, set only while the second binds: with
     /// it off again on both, no other socket can bind the port, as before (a socket that asks
     /// to share it meets sockets that do not).
-    pub fn connect_peer(&mut self, peer: SocketAddr) -> Result<Option<RawFd>> {
+    pub fn connect_peer(
+        &mut self,
+        peer: SocketAddr,
+    ) -> core::result::Result<Option<RawFd>, PeerSockError> {
         if let Some(p) = &mut self.peer_sock {
             if p.peer != peer {
-                connect_to(p.fd.as_raw_fd(), &peer)?;
+                connect_to(p.fd.as_raw_fd(), &peer).map_err(PeerSockError::Peer)?;
                 p.peer = peer;
             }
             return Ok(None);
@@ -446,20 +458,22 @@ impl UdpSock {
             setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, i32::from(on))
         };
         if !share(main, true) {
-            return Err(Errno::last_os());
+            return Err(PeerSockError::Socket(Errno::last_os()));
         }
         let made = (|| {
-            let fd = new_socket(self.local.ip(), self.buf)?;
+            let fd = new_socket(self.local.ip(), self.buf).map_err(PeerSockError::Socket)?;
             let raw = fd.as_raw_fd();
             if !share(raw, true) {
-                return Err(Errno::last_os());
+                return Err(PeerSockError::Socket(Errno::last_os()));
             }
             if self.gro {
                 setsockopt_int(raw, libc::SOL_UDP, UDP_GRO, 1);
             }
-            bind_to(raw, &self.local)?;
+            bind_to(raw, &self.local).map_err(PeerSockError::Socket)?;
             share(raw, false);
-            connect_to(raw, &peer)?;
+            // Closed again on an error: a bound socket that is not connected would take
+            // datagrams from every peer.
+            connect_to(raw, &peer).map_err(PeerSockError::Peer)?;
             Ok(fd)
         })();
         share(main, false);
@@ -882,6 +896,10 @@ mod tests {
         let mut b = UdpSock::bind(lo, 0, 1 << 20).unwrap();
         let mut c = UdpSock::bind(lo, 0, 1 << 20).unwrap();
         let (ta, tb, tc) = (a.local_addr(), b.local_addr(), c.local_addr());
+        // A peer loopback cannot reach: refused, and no socket is left bound.
+        let far = SocketAddr::from(([192, 0, 2, 77], 9));
+        assert!(matches!(a.connect_peer(far), Err(PeerSockError::Peer(_))));
+        assert_eq!(a.connected_peer(), None);
         let fd = a.connect_peer(tb).unwrap();
         assert!(fd.is_some_and(|fd| fd != a.fd()));
         assert_eq!(a.connected_peer(), Some((tb, 0)));

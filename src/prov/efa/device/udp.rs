@@ -23,7 +23,7 @@ use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transm
 use crate::sys::mem::IoVec;
 use crate::sys::netif::{Iface, LinkInfo};
 use crate::sys::poll::{Epoll, EventFd, TimerFd};
-use crate::sys::udp::{BATCH, SEND_BATCH, SendList, StackList, UdpSock};
+use crate::sys::udp::{BATCH, PeerSockError, SEND_BATCH, SendList, StackList, UdpSock};
 
 /// Datagrams up to this size are received in runs (GRO) when the kernel can.
 const GRO_MAX_DATAGRAM: usize = 16 << 10;
@@ -371,8 +371,8 @@ impl UdpDevice {
                     self.no_peer_sock = true;
                 }
             }
-            Ok(None) => {}
-            Err(_) => self.no_peer_sock = self.sock.connected_peer().is_none(),
+            Ok(None) | Err(PeerSockError::Peer(_)) => {}
+            Err(PeerSockError::Socket(_)) => self.no_peer_sock = true,
         }
         self.peer_sends = (self.sock.connected_peer().map_or(0, |p| p.1), now);
         self.last_route = None;
