@@ -369,26 +369,27 @@ fn new_socket(ip: IpAddr, buf: usize) -> Result<OwnedFd> {
     Ok(fd)
 }
 
-fn bind_to(fd: RawFd, a: &SocketAddr) -> Result<()> {
+/// The system call that gives a socket its local (bind(2)) or remote (connect(2)) address.
+type AddrCall =
+    unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int;
+
+fn call_with_addr(fd: RawFd, a: &SocketAddr, call: AddrCall) -> Result<()> {
     // SAFETY: an all-zero sockaddr_storage is valid.
     let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
     let len = to_sockaddr(a, &mut ss);
-    // SAFETY: `ss` holds a sockaddr of `len` bytes.
-    if unsafe { libc::bind(fd, (&ss as *const libc::sockaddr_storage).cast(), len) } != 0 {
+    // SAFETY: `call` is bind or connect; `ss` holds a sockaddr of `len` bytes that outlives it.
+    if unsafe { call(fd, (&ss as *const libc::sockaddr_storage).cast(), len) } != 0 {
         return Err(Errno::last_os());
     }
     Ok(())
 }
 
+fn bind_to(fd: RawFd, a: &SocketAddr) -> Result<()> {
+    call_with_addr(fd, a, libc::bind)
+}
+
 fn connect_to(fd: RawFd, a: &SocketAddr) -> Result<()> {
-    // SAFETY: an all-zero sockaddr_storage is valid.
-    let mut ss: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
-    let len = to_sockaddr(a, &mut ss);
-    // SAFETY: `ss` holds a sockaddr of `len` bytes.
-    if unsafe { libc::connect(fd, (&ss as *const libc::sockaddr_storage).cast(), len) } != 0 {
-        return Err(Errno::last_os());
-    }
-    Ok(())
+    call_with_addr(fd, a, libc::connect)
 }
 
 impl UdpSock {

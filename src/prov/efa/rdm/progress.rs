@@ -59,6 +59,11 @@ enum Pool {
     Mtu,
 }
 
+/// Small buffers are taken for small packets where the MTU is larger than they are.
+fn small_bufs(mtu: usize) -> bool {
+    SMALL_PKT < mtu
+}
+
 fn pool_for(cap: usize, mtu: usize) -> Option<Pool> {
     // None, or one made for a header alone (`Device::post_send_head`): too small to reuse.
     if cap < HEADROOM + MIN_MTU {
@@ -70,8 +75,7 @@ fn pool_for(cap: usize, mtu: usize) -> Option<Pool> {
     // a new one (8-byte ping-pong over eth0, callgrind: 5,000 of 14,000 instructions an
     // iteration). The MTU buffers of such a link are no larger than its MTU and go back to
     // `pool`, or `buf_to` would allocate anew.
-    let small_bufs = SMALL_PKT < mtu;
-    if cap <= HEADROOM + SMALL_PKT && (small_bufs || cap > HEADROOM + mtu) {
+    if cap <= HEADROOM + SMALL_PKT && (small_bufs(mtu) || cap > HEADROOM + mtu) {
         Some(Pool::Small)
     } else {
         Some(Pool::Mtu)
@@ -118,7 +122,7 @@ impl Inner {
 
     /// Small buffers exist only where the MTU is larger than they are.
     fn small_bufs(&self) -> bool {
-        SMALL_PKT < self.mtu
+        small_bufs(self.mtu)
     }
 
     fn small_buf(&mut self) -> Vec<u8> {
