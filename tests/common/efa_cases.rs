@@ -249,6 +249,61 @@ fn truncation_and_source_address() {
 }
 
 
+/// Two senders' messages interleaved at one receiver, short ones and ones long enough to come
+/// in many data packets: each lands whole in the receive directed at its sender and reports
+/// that sender. The receiver remembers the peer of the last packet's source (`known_peer`)
+/// and must never credit another sender's packet to it.
+#[test]
+fn two_senders_interleaved_each_land_in_their_own_receives() {
+    let a = lo_node(CAPS, |_| ());
+    let c = lo_node(CAPS, |_| ());
+    let b = lo_node(CAPS, |_| ());
+    let ab = a.insert_hex(&b.name_hex());
+    let cb = c.insert_hex(&b.name_hex());
+    let ba = b.insert_hex(&a.name_hex());
+    let bc = b.insert_hex(&c.name_hex());
+    const LENS: [usize; 4] = [64, 300_000, 9_000, 1 << 20];
+    // (context, sender, length, seed, buffer) of each receive at b.
+    let mut want = Vec::new();
+    for (i, &len) in LENS.iter().enumerate() {
+        for (k, from) in [ba, bc].into_iter().enumerate() {
+            let (d, dv) = buf(len);
+            let (ctx, seed) = (100 + 2 * i + k, (2 * i + k + 1) as u8);
+            b.ep.recv(&msg(&[dv], from, 5, ctx, 0), true).unwrap();
+            want.push((ctx, from, len, seed, d));
+        }
+    }
+    for (i, &len) in LENS.iter().enumerate() {
+        for (k, (node, to)) in [(&a, ab), (&c, cb)].into_iter().enumerate() {
+            let (s, sv) = buf(len);
+            s.copy_from_slice(&pattern(len, (2 * i + k + 1) as u8));
+            node.ep.send(&msg(&[sv], to, 5, 1, 0), true).unwrap();
+        }
+    }
+    // Every node is driven until b has all its receives and a and c all their sends.
+    let mut got: Vec<Vec<CqEntry>> = vec![Vec::new(); 3];
+    let t = Instant::now();
+    while got[0].len() < 2 * LENS.len() || got[1].len() < LENS.len() || got[2].len() < LENS.len()
+    {
+        for (n, node) in [&b, &a, &c].into_iter().enumerate() {
+            match node.cq.read(8, |e| got[n].push(*e)) {
+                Ok(_) | Err(Errno::AGAIN) => {}
+                Err(Errno::AVAIL) => panic!("error completion {:?}", node.cq.readerr()),
+                Err(e) => panic!("cq read: {e:?}"),
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "completions missing: {got:?}");
+    }
+    for e in &got[0] {
+        let (_, from, len, seed, d) = want
+            .iter()
+            .find(|w| w.0 == e.op_context)
+            .expect("a completion of a posted receive");
+        assert_eq!((e.src_addr, e.len), (*from, *len), "receive {}", e.op_context);
+        assert!(**d == pattern(*len, *seed)[..], "data of receive {}", e.op_context);
+    }
+}
+
 #[test]
 fn writes_and_reads_short_and_long() {
     let (a, b, ab, _) = pair();

@@ -60,7 +60,7 @@ impl RdmEndpoint {
             return;
         }
         // Everything else answers something we started: the sender must be known.
-        let Some(&p) = g.by_addr.get(&src) else {
+        let Some(p) = g.known_peer(src) else {
             g.dropped += 1;
             return;
         };

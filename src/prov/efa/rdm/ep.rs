@@ -156,6 +156,90 @@ impl Txe {
     }
 }
 
+/// The vectors of finished operations, kept for the next ones: a message posted, sent and
+/// completed otherwise allocates and frees its iov list, its injected copy and (receiving) its
+/// matched receive, several times per message on the data path.
+#[derive(Default)]
+pub(super) struct Spare {
+    iovs: Vec<Vec<IoVec>>,
+    rmas: Vec<Vec<RmaIov>>,
+    bytes: Vec<Vec<u8>>,
+    // The boxes themselves are what is kept: `RxKind::Recv` holds one.
+    #[allow(clippy::vec_box)]
+    recvs: Vec<Box<crate::util::rxq::Recv>>,
+}
+
+impl Spare {
+    /// Kept of each kind: a window of operations in flight.
+    const KEEP: usize = 64;
+    /// Injected copies larger than this are not kept (inject sizes are a few KiB).
+    const KEEP_BYTES: usize = 16 << 10;
+    /// Longer lists are not kept (iov counts are at most 4).
+    const KEEP_LEN: usize = 16;
+
+    /// A copy of `iov`.
+    pub fn iov(&mut self, iov: &[IoVec]) -> Vec<IoVec> {
+        let mut v = self.iovs.pop().unwrap_or_default();
+        v.extend_from_slice(iov);
+        v
+    }
+
+    /// An empty list of remote segments.
+    pub fn rma(&mut self) -> Vec<RmaIov> {
+        self.rmas.pop().unwrap_or_default()
+    }
+
+    /// `len` zeroed bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut v = self.bytes.pop().unwrap_or_default();
+        v.resize(len, 0);
+        v
+    }
+
+    /// `recv` in a box.
+    pub fn recv(&mut self, recv: crate::util::rxq::Recv) -> Box<crate::util::rxq::Recv> {
+        match self.recvs.pop() {
+            Some(mut b) => {
+                *b = recv;
+                b
+            }
+            None => Box::new(recv),
+        }
+    }
+
+    fn keep_iov(&mut self, mut v: Vec<IoVec>) {
+        if v.capacity() != 0 && v.capacity() <= Self::KEEP_LEN && self.iovs.len() < Self::KEEP {
+            v.clear();
+            self.iovs.push(v);
+        }
+    }
+
+    /// What a finished transmit operation held.
+    pub fn keep_txe(&mut self, t: Txe) {
+        self.keep_iov(t.iov);
+        let mut r = t.rma;
+        if r.capacity() != 0 && r.capacity() <= Self::KEEP_LEN && self.rmas.len() < Self::KEEP {
+            r.clear();
+            self.rmas.push(r);
+        }
+        let mut b = t.owned;
+        if b.capacity() != 0 && b.capacity() <= Self::KEEP_BYTES && self.bytes.len() < Self::KEEP {
+            b.clear();
+            self.bytes.push(b);
+        }
+    }
+
+    /// What a finished receive held.
+    pub fn keep_rxe(&mut self, r: Rxe) {
+        self.keep_iov(r.target);
+        if let RxKind::Recv(b) = r.kind
+            && self.recvs.len() < Self::KEEP
+        {
+            self.recvs.push(b);
+        }
+    }
+}
+
 /// A message, write or read this endpoint is receiving data for, or a read it is answering.
 pub(super) struct Rxe {
     pub peer: usize,
@@ -370,12 +454,16 @@ pub(super) struct Inner {
     pub rxq: SharedRxQueue<Unexp>,
     pub peers: Vec<Peer>,
     pub by_addr: FastMap<EfaAddr, usize>,
+    /// The peer the last packet came from (`known_peer`): a bulk transfer's packets all
+    /// come from one, and comparing its address costs less than hashing it per packet.
+    pub last_src: usize,
     pub by_fi: U64Map<usize>,
     /// AV removals seen (`Av::removed_since`) when `by_fi` and the peers' `fi_addr` were last
     /// made right (`sync_av`).
     pub av_removals: u64,
     pub txes: Slab<Txe>,
     pub rxes: Slab<Rxe>,
+    pub spare: Spare,
     pub sent: Slab<Sent>,
     pub queued: VecDeque<Queued>,
     /// Bulk senders waiting for room under `BULK_SEND_BYTES`, served first come first
@@ -530,10 +618,12 @@ impl RdmEndpoint {
                 rxq,
                 peers: Vec::new(),
                 by_addr: FastMap::default(),
+                last_src: 0,
                 by_fi: U64Map::default(),
                 av_removals: 0,
                 txes: Slab::new(),
                 rxes: Slab::new(),
+                spare: Spare::default(),
                 sent: Slab::new(),
                 queued: VecDeque::new(),
                 parked: VecDeque::new(),
@@ -850,5 +940,46 @@ impl Endpoint for RdmEndpoint {
             g.dev.stats()
         );
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finished operation's vectors serve the next one: the same memory comes back, holding
+    /// only what the new operation put there; injected copies too large to be worth keeping
+    /// are freed.
+    #[test]
+    fn finished_operations_give_their_vectors_back() {
+        let mut spare = Spare::default();
+        let data: &'static mut [u8] = Box::leak(vec![7u8; 100].into_boxed_slice());
+        let iov = [IoVec::from_mut_slice(data)];
+        let mut t = RdmEndpoint::new_txe(&mut spare, TxKind::Msg, 0, 0, 0, &iov, 100);
+        RdmEndpoint::inject_copy(&mut spare, &mut t, &iov);
+        assert_eq!(t.owned, [7u8; 100]);
+        assert!(
+            t.iov.is_empty(),
+            "an injected operation keeps its own copy only"
+        );
+        let (iov_mem, copy_mem) = (t.iov.as_ptr(), t.owned.as_ptr());
+        spare.keep_txe(t);
+
+        let t = RdmEndpoint::new_txe(&mut spare, TxKind::Tagged, 0, 0, 0, &iov, 100);
+        assert_eq!((t.iov.as_ptr(), &t.iov[..]), (iov_mem, &iov[..]));
+        let b = spare.bytes(10);
+        assert_eq!((b.as_ptr(), &b[..]), (copy_mem, &[0u8; 10][..]));
+
+        let big: &'static mut [u8] = Box::leak(vec![1u8; 32 << 10].into_boxed_slice());
+        let big = [IoVec::from_mut_slice(big)];
+        let mut t = RdmEndpoint::new_txe(&mut spare, TxKind::Msg, 0, 0, 0, &big, 32 << 10);
+        RdmEndpoint::inject_copy(&mut spare, &mut t, &big);
+        spare.keep_txe(t);
+        assert!(spare.bytes.is_empty(), "a 32 KiB copy is not kept");
+
+        for _ in 0..2 * Spare::KEEP {
+            spare.keep_iov(Vec::with_capacity(1));
+        }
+        assert_eq!(spare.iovs.len(), Spare::KEEP);
     }
 }

@@ -473,6 +473,7 @@ pub enum ParseError {
 }
 
 /// A CTSDATA packet's fields (`b` is at least 4 bytes, its type CTSDATA, its version ours).
+#[inline(always)]
 fn parse_ctsdata(b: &[u8], flags: u16) -> Result<Ctrl, ParseError> {
     let data_off = if flags & CONNID_HDR != 0 { 32 } else { 24 };
     if b.len() < data_off {
@@ -493,6 +494,17 @@ fn parse_ctsdata(b: &[u8], flags: u16) -> Result<Ctrl, ParseError> {
         connid,
         data_off,
     })
+}
+
+/// A CTSDATA packet's fields, or `None` for any other packet (`parse` says what it is).
+/// Bulk transfers are mostly CTSDATA: the receiver takes this path first, so that the fields
+/// go straight to their handler in registers rather than through a whole `Pkt` in memory.
+#[inline(always)]
+pub fn parse_if_ctsdata(b: &[u8]) -> Option<Result<Ctrl, ParseError>> {
+    if b.len() < 4 || b[0] != CTSDATA || b[1] != VERSION {
+        return None;
+    }
+    Some(parse_ctsdata(b, rd16(b, 2)))
 }
 
 /// Parses a packet. Never panics, whatever the bytes.

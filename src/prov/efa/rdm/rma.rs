@@ -383,6 +383,7 @@ impl RdmEndpoint {
         }
         let inject = !read && flags & FI_INJECT != 0;
         let mut t = Self::new_txe(
+            &mut g.spare,
             if read { TxKind::Read } else { TxKind::Write },
             peer,
             op.context,
@@ -391,17 +392,14 @@ impl RdmEndpoint {
             len,
         );
         if inject {
-            Self::inject_copy(&mut t, op.iov);
+            Self::inject_copy(&mut g.spare, &mut t, op.iov);
         }
-        t.rma = op
-            .rma_iov
-            .iter()
-            .map(|r| RmaIov {
-                addr: r.addr,
-                len: r.len as u64,
-                key: r.key,
-            })
-            .collect();
+        t.rma = g.spare.rma();
+        t.rma.extend(op.rma_iov.iter().map(|r| RmaIov {
+            addr: r.addr,
+            len: r.len as u64,
+            key: r.key,
+        }));
         t.cq_data = (!read && flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
         t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !read;
         let id = g.txes.insert(t);
@@ -456,7 +454,15 @@ impl RdmEndpoint {
             gather(op.compare, 0, &mut c);
             operand.extend(c);
         }
-        let mut t = Self::new_txe(TxKind::Atomic(op.kind), peer, op.context, flags, &[], len);
+        let mut t = Self::new_txe(
+            &mut g.spare,
+            TxKind::Atomic(op.kind),
+            peer,
+            op.context,
+            flags,
+            &[],
+            len,
+        );
         t.rma = vec![RmaIov {
             addr: op.rma_ioc[0].addr,
             len: count as u64,

@@ -225,16 +225,20 @@ impl RdmEndpoint {
 
     /// Binds a receive to a message: reserves its space (multi-receive) and moves staged data.
     fn attach(&self, g: &mut Inner, id: u64, recv: Recv) {
-        let target = recv.target();
         let released = recv.released;
+        if g.rxes.get(id).is_none() {
+            return;
+        }
+        let target = g.spare.iov(&recv.target());
+        let recv = g.spare.recv(recv);
         let Some(r) = g.rxes.get_mut(id) else { return };
         if !r.staging.is_empty() {
             scatter(&target, 0, &r.staging);
             r.staging = Vec::new();
         }
-        r.target = target.to_vec();
+        r.target = target;
         r.released = released;
-        r.kind = RxKind::Recv(Box::new(recv));
+        r.kind = RxKind::Recv(recv);
     }
 
     /// After data or a match: completes the message, or grants the sender its next window.
@@ -290,8 +294,14 @@ impl RdmEndpoint {
             let n = pkt::write_receipt(&mut b[HEADROOM..], r.send_id, r.msg_id, connid);
             g.send_pkt(r.peer, b, n, Owner::Ctrl, 0);
         }
+        self.report_finished(g, &r);
+        g.spare.keep_rxe(r);
+    }
+
+    /// The completion of a message or write whose last byte arrived (`finish`).
+    fn report_finished(&self, g: &mut Inner, r: &Rxe) {
         let src_addr = g.source_id(g.peers[r.peer].fi_addr);
-        match r.kind {
+        match &r.kind {
             RxKind::Recv(recv) if !r.discard => {
                 let mut flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG };
                 if r.cq_data.is_some() {
@@ -423,6 +433,13 @@ impl RdmEndpoint {
 impl RdmEndpoint {
     /// Handles one packet from the device.
     pub(super) fn handle_packet(&self, g: &mut Inner, src: EfaAddr, b: &[u8]) {
+        if let Some(c) = pkt::parse_if_ctsdata(b) {
+            match c {
+                Ok(c) => self.handle_ctrl(g, src, c, b),
+                Err(_) => g.dropped += 1,
+            }
+            return;
+        }
         let Ok(pkt) = pkt::parse(b) else {
             g.dropped += 1;
             return;

@@ -92,6 +92,7 @@ impl Inner {
         if let Some(c) = self.tx_cntr(t.kind) {
             c.complete(t.len);
         }
+        self.spare.keep_txe(t);
     }
 
     /// Fails a transmit operation (error completions are always reported, fi_cq(3)).
@@ -121,6 +122,7 @@ impl Inner {
         if let Some(c) = self.tx_cntr(t.kind) {
             c.fail();
         }
+        self.spare.keep_txe(t);
     }
 }
 
@@ -432,7 +434,9 @@ impl Inner {
                 // Injected operations complete silently but still count.
                 let kind = t.kind;
                 let len = t.len;
-                self.txes.remove(id);
+                if let Some(t) = self.txes.remove(id) {
+                    self.spare.keep_txe(t);
+                }
                 if let Some(c) = self.tx_cntr(kind) {
                     c.complete(len);
                 }
@@ -456,7 +460,9 @@ impl RdmEndpoint {
         Ok(())
     }
 
+    /// A transmit operation of `iov` (its list kept in a vector of `spare`'s).
     pub(super) fn new_txe(
+        spare: &mut Spare,
         kind: TxKind,
         peer: usize,
         context: usize,
@@ -469,7 +475,7 @@ impl RdmEndpoint {
             peer,
             context,
             flags,
-            iov: iov.to_vec(),
+            iov: spare.iov(iov),
             len,
             tag: 0,
             cq_data: None,
@@ -499,8 +505,8 @@ impl RdmEndpoint {
     }
 
     /// Copies inject data so that the application's buffer is free on return (fi_msg(3)).
-    pub(super) fn inject_copy(t: &mut Txe, iov: &[IoVec]) {
-        t.owned = vec![0u8; iov_len(iov)];
+    pub(super) fn inject_copy(spare: &mut Spare, t: &mut Txe, iov: &[IoVec]) {
+        t.owned = spare.bytes(iov_len(iov));
         gather(iov, 0, &mut t.owned);
         t.iov.clear();
         t.inject = true;
@@ -543,6 +549,7 @@ impl RdmEndpoint {
         }
         let inject = flags & FI_INJECT != 0;
         let mut t = Self::new_txe(
+            &mut g.spare,
             if tagged { TxKind::Tagged } else { TxKind::Msg },
             peer,
             op.context,
@@ -551,7 +558,7 @@ impl RdmEndpoint {
             len,
         );
         if inject {
-            Self::inject_copy(&mut t, op.iov);
+            Self::inject_copy(&mut g.spare, &mut t, op.iov);
         }
         t.tag = op.tag;
         t.cq_data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
