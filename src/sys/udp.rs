@@ -30,6 +30,9 @@ const GSO_MAX_SEGMENTS: usize = 64;
 /// Most bytes in one GSO message: its segments' payloads and headers must fit in one IP
 /// packet's 16-bit length before the kernel cuts it.
 const GSO_MAX_BYTES: usize = 65_000;
+/// Empty reads in a row after which the first socket counts as quiet
+/// (`UdpSock::first_socket_quiet`).
+pub const FIRST_QUIET_READS: u32 = 8;
 
 /// One datagram for [`UdpSock::send_batch`]: destination, and its bytes in two parts (a header
 /// and a payload sent from where it lies; either may be empty). The destination is borrowed
@@ -104,6 +107,9 @@ pub struct UdpSock {
     /// A second socket on this one's address and port, connected to one peer
     /// ([`connect_peer`](Self::connect_peer)).
     peer_sock: Option<PeerSock>,
+    /// Reads of this socket in a row that found nothing while the second one was connected
+    /// ([`first_socket_quiet`](Self::first_socket_quiet)).
+    first_empty: u32,
 }
 
 /// Why [`UdpSock::connect_peer`] failed.
@@ -431,6 +437,7 @@ impl UdpSock {
             buf,
             gro: false,
             peer_sock: None,
+            first_empty: 0,
         })
     }
 
@@ -526,19 +533,21 @@ impl UdpSock {
         bufs: &mut [Vec<u8>],
         out: &mut Vec<(usize, SocketAddr, usize)>,
     ) -> usize {
-        self.recv_batch_split(bufs, &[], out)
+        self.recv_batch_split(bufs, &[], out, true)
     }
 
     /// As [`recv_batch`](Self::recv_batch), but message `i < split.len()` is received with
     /// its bytes `[head, head + dst.len())` in `dst` (`split[i] = (head, dst)`) rather than in
     /// `bufs[i]`: the buffer keeps the rest in place, `[..head]` and from `head + dst.len()`
     /// on, so that copying `dst` back into the gap makes the datagram whole. A split that does
-    /// not fit its buffer receives into the buffer alone.
+    /// not fit its buffer receives into the buffer alone. With `first` false and a connected
+    /// socket ([`connect_peer`](Self::connect_peer)), only the connected socket is read.
     pub fn recv_batch_split(
         &mut self,
         bufs: &mut [Vec<u8>],
         split: &[(usize, IoVec)],
         out: &mut Vec<(usize, SocketAddr, usize)>,
+        first: bool,
     ) -> usize {
         out.clear();
         let n = bufs.len().min(BATCH);
@@ -550,18 +559,34 @@ impl UdpSock {
         // The connected socket first: while it exists, most datagrams come to it.
         if let Some(p) = &self.peer_sock {
             got = recv_into(p.fd.as_raw_fd(), &mut self.rx_scratch, bufs, split, out);
-            if got == n {
+            if got == n || !first {
                 return got;
             }
         }
         let split = split.get(got..).unwrap_or(&[]);
-        got + recv_into(
+        let more = recv_into(
             self.fd.as_raw_fd(),
             &mut self.rx_scratch,
             &mut bufs[got..],
             split,
             out,
-        )
+        );
+        if self.peer_sock.is_some() {
+            self.first_empty = if more == 0 {
+                self.first_empty.saturating_add(1)
+            } else {
+                0
+            };
+        }
+        got + more
+    }
+
+    /// Whether this socket has found nothing on its last [`FIRST_QUIET_READS`] reads while
+    /// the second one was connected: the connected peer is then the only one sending, and
+    /// a caller may read this socket less often (`recv_batch_split`'s `first`), saving an
+    /// empty system call per poll. Its datagrams wait in its buffer meanwhile.
+    pub fn first_socket_quiet(&self) -> bool {
+        self.peer_sock.is_some() && self.first_empty >= FIRST_QUIET_READS
     }
 
     /// Sends datagrams (destination, bytes in two parts, either may be empty: a header and a
@@ -885,6 +910,43 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         got
+    }
+
+    /// The first socket found empty `FIRST_QUIET_READS` times in a row while the second is
+    /// connected is quiet. Read without it, only the connected peer's datagrams come; another
+    /// peer's wait in the first socket, and come with the next read that asks for it, which
+    /// ends the quiet.
+    #[test]
+    fn a_quiet_first_socket_may_be_skipped_and_keeps_its_datagrams() {
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let mut a = UdpSock::bind(lo, 0, 1 << 20).unwrap();
+        let b = UdpSock::bind(lo, 0, 1 << 20).unwrap();
+        let c = UdpSock::bind(lo, 0, 1 << 20).unwrap();
+        let (ta, tb, tc) = (a.local_addr(), b.local_addr(), c.local_addr());
+        let mut bufs = vec![vec![0u8; 2048]; 4];
+        let mut out = Vec::new();
+        for _ in 0..FIRST_QUIET_READS {
+            assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 0);
+        }
+        assert!(
+            !a.first_socket_quiet(),
+            "nothing is quiet without a connected socket"
+        );
+        a.connect_peer(tb).unwrap();
+        for _ in 0..FIRST_QUIET_READS {
+            assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 0);
+        }
+        assert!(a.first_socket_quiet());
+        assert_eq!(c.send_batch(&[(&ta, [b"c1", b""])]), 1);
+        assert_eq!(b.send_batch(&[(&ta, [b"b1", b""])]), 1);
+        // Loopback delivers within the send: both are there now.
+        assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, false), 1);
+        assert_eq!((out[0].1, &bufs[0][..out[0].0]), (tb, &b"b1"[..]));
+        assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, false), 0);
+        assert!(a.first_socket_quiet());
+        assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 1);
+        assert_eq!((out[0].1, &bufs[0][..out[0].0]), (tc, &b"c1"[..]));
+        assert!(!a.first_socket_quiet());
     }
 
     /// Sends to the connected peer leave from the same address and port, unnamed; what that
