@@ -1263,7 +1263,7 @@ mod tests {
     fn other_peers_are_heard_while_the_connected_one_is_the_only_sender() {
         let cfg = DeviceConfig::default();
         let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
         let mut c = UdpDevice::open(&lo(), 0, &cfg).unwrap();
         for i in 0..8 {
             a.post_recv(Vec::new(), i).unwrap();
