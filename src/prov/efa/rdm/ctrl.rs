@@ -14,7 +14,7 @@ use crate::sys::mem::{iov_len, scatter};
 // ---- control packets ----
 
 impl RdmEndpoint {
-    pub(super) fn handle_ctrl(&self, g: &mut Inner, src: EfaAddr, c: Ctrl, b: &[u8]) {
+    pub(super) fn handle_ctrl(&self, g: &mut Inner, src: &EfaAddr, c: Ctrl, b: &[u8]) {
         let connid = match c {
             Ctrl::Cts { connid, .. } | Ctrl::ReadRsp { connid, .. } => Some(connid),
             Ctrl::CtsData { connid, .. }
@@ -23,8 +23,13 @@ impl RdmEndpoint {
             _ => None,
         };
         // QKEY 0: the device does not know the sender's (EFA hardware); its connid says it.
+        // By reference: see `handle_packet`.
+        let keyed;
         let src = match connid {
-            Some(c) if src.qkey == 0 => EfaAddr { qkey: c, ..src },
+            Some(c) if src.qkey == 0 => {
+                keyed = EfaAddr { qkey: c, ..*src };
+                &keyed
+            }
             _ => src,
         };
         if connid.is_some_and(|c| c != src.qkey) {
@@ -37,7 +42,7 @@ impl RdmEndpoint {
             ..
         } = c
         {
-            let p = g.peer_by_addr(src);
+            let p = g.peer_by_addr(*src);
             let peer = &mut g.peers[p];
             if peer.dead {
                 return;

@@ -155,23 +155,23 @@ impl Inner {
     /// address first: it is found again only while `by_addr` still names it for that address
     /// (`learn_qkey` gives an address to another peer, and then points the cache there).
     #[inline]
-    pub fn known_peer(&mut self, addr: EfaAddr) -> Option<usize> {
+    pub fn known_peer(&mut self, addr: &EfaAddr) -> Option<usize> {
         if self
             .peers
             .get(self.last_src)
-            .is_some_and(|p| p.addr == addr)
+            .is_some_and(|p| p.addr == *addr)
         {
-            debug_assert_eq!(self.by_addr.get(&addr), Some(&self.last_src));
+            debug_assert_eq!(self.by_addr.get(addr), Some(&self.last_src));
             return Some(self.last_src);
         }
-        let p = *self.by_addr.get(&addr)?;
+        let p = *self.by_addr.get(addr)?;
         self.last_src = p;
         Some(p)
     }
 
     /// The peer at a raw address (created on first contact).
     pub fn peer_by_addr(&mut self, addr: EfaAddr) -> usize {
-        if let Some(p) = self.known_peer(addr) {
+        if let Some(p) = self.known_peer(&addr) {
             return p;
         }
         if let Some(p) = self.learn_qkey(addr) {

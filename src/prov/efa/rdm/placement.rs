@@ -158,7 +158,7 @@ impl RdmEndpoint {
             g.dropped += 1;
             return;
         };
-        let Some(p) = g.known_peer(src) else {
+        let Some(p) = g.known_peer(&src) else {
             g.dropped += 1;
             return;
         };

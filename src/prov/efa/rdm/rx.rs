@@ -432,7 +432,10 @@ impl RdmEndpoint {
 
 impl RdmEndpoint {
     /// Handles one packet from the device.
-    pub(super) fn handle_packet(&self, g: &mut Inner, src: EfaAddr, b: &[u8]) {
+    /// `src` by reference: the device wrote it in its completion, and a copy stored field by
+    /// field just before would stall the wider loads that compare it (`known_peer`), a
+    /// store-forwarding failure seen on every bulk packet.
+    pub(super) fn handle_packet(&self, g: &mut Inner, src: &EfaAddr, b: &[u8]) {
         if let Some(c) = pkt::parse_if_ctsdata(b) {
             match c {
                 Ok(c) => self.handle_ctrl(g, src, c, b),
@@ -440,6 +443,7 @@ impl RdmEndpoint {
             }
             return;
         }
+        let src = *src;
         let Ok(pkt) = pkt::parse(b) else {
             g.dropped += 1;
             return;
@@ -490,7 +494,7 @@ impl RdmEndpoint {
                     self.process_req(g, p, &req, b);
                 }
             }
-            Pkt::Ctrl(c) => self.handle_ctrl(g, src, c, b),
+            Pkt::Ctrl(c) => self.handle_ctrl(g, &src, c, b),
         }
     }
 
