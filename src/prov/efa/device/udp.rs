@@ -1060,6 +1060,15 @@ impl Device for UdpDevice {
 mod tests {
     use super::*;
 
+    /// Sends 16 bytes of `byte` to `to` (work request `byte`) and flushes.
+    fn send16(d: &mut UdpDevice, to: EfaAddr, byte: u8) {
+        let mut buf = vec![0u8; HEADROOM + 16];
+        buf[HEADROOM..].fill(byte);
+        d.post_send(to, buf, 16, IoVec::EMPTY, u64::from(byte))
+            .unwrap();
+        d.flush_all();
+    }
+
     fn lo() -> UdpDeviceInfo {
         discover(None, None)
             .into_iter()
@@ -1205,14 +1214,7 @@ mod tests {
             a.post_recv(Vec::new(), i).unwrap();
             b.post_recv(Vec::new(), i).unwrap();
         }
-        let send = |d: &mut UdpDevice, to: EfaAddr, byte: u8| {
-            let mut buf = vec![0u8; HEADROOM + 16];
-            buf[HEADROOM..].fill(byte);
-            d.post_send(to, buf, 16, IoVec::EMPTY, u64::from(byte))
-                .unwrap();
-            d.flush_all();
-        };
-        send(&mut a, b.addr(), 1);
+        send16(&mut a, b.addr(), 1);
         assert_eq!(
             a.sock.connected_peer().map(|p| p.0),
             Some(b.addr().socket())
@@ -1232,7 +1234,7 @@ mod tests {
         }
         assert!(out_b.iter().any(|c| matches!(c, Completion::Recv { .. })));
         // b answers; a does not poll until its wait fd says so.
-        send(&mut b, a.addr(), 2);
+        send16(&mut b, a.addr(), 2);
         let waiter = Epoll::new().unwrap();
         waiter.add(a.wait_fd().unwrap()).unwrap();
         a.prepare_wait();
@@ -1268,14 +1270,7 @@ mod tests {
         for i in 0..8 {
             a.post_recv(Vec::new(), i).unwrap();
         }
-        let send = |d: &mut UdpDevice, to: EfaAddr, byte: u8| {
-            let mut buf = vec![0u8; HEADROOM + 16];
-            buf[HEADROOM..].fill(byte);
-            d.post_send(to, buf, 16, IoVec::EMPTY, u64::from(byte))
-                .unwrap();
-            d.flush_all();
-        };
-        send(&mut a, b.addr(), 1);
+        send16(&mut a, b.addr(), 1);
         assert_eq!(
             a.sock.connected_peer().map(|p| p.0),
             Some(b.addr().socket())
@@ -1300,7 +1295,7 @@ mod tests {
             // This poll still reads it (it was due) and sets when it is next.
             a.poll(&mut out, 16);
             out.clear();
-            send(&mut c, a.addr(), byte);
+            send16(&mut c, a.addr(), byte);
             if round == 0 {
                 let t = Instant::now();
                 while !received_from(&out, c.addr(), byte) {
