@@ -1069,6 +1069,14 @@ mod tests {
         d.flush_all();
     }
 
+    /// Whether `d`'s wait fd, prepared as a blocking CQ read prepares it, wakes within 3 s.
+    fn wakes(d: &mut UdpDevice) -> bool {
+        let waiter = Epoll::new().unwrap();
+        waiter.add(d.wait_fd().unwrap()).unwrap();
+        d.prepare_wait();
+        waiter.wait(3000)
+    }
+
     fn lo() -> UdpDeviceInfo {
         discover(None, None)
             .into_iter()
@@ -1235,11 +1243,8 @@ mod tests {
         assert!(out_b.iter().any(|c| matches!(c, Completion::Recv { .. })));
         // b answers; a does not poll until its wait fd says so.
         send16(&mut b, a.addr(), 2);
-        let waiter = Epoll::new().unwrap();
-        waiter.add(a.wait_fd().unwrap()).unwrap();
-        a.prepare_wait();
         assert!(
-            waiter.wait(3000),
+            wakes(&mut a),
             "the wait fd did not wake for the connected peer's datagram"
         );
         let mut out = Vec::new();
@@ -1305,13 +1310,7 @@ mod tests {
             } else {
                 // As if the last read of the first socket were just now.
                 a.first_due = a.now() + 60_000 * srd::MS;
-                let waiter = Epoll::new().unwrap();
-                waiter.add(a.wait_fd().unwrap()).unwrap();
-                a.prepare_wait();
-                assert!(
-                    waiter.wait(3000),
-                    "the wait fd did not wake for c's datagram"
-                );
+                assert!(wakes(&mut a), "the wait fd did not wake for c's datagram");
                 a.poll(&mut out, 16);
                 assert!(
                     received_from(&out, c.addr(), byte),

@@ -207,31 +207,24 @@ impl Spare {
         }
     }
 
-    fn keep_iov(&mut self, mut v: Vec<IoVec>) {
-        if v.capacity() != 0 && v.capacity() <= Self::KEEP_LEN && self.iovs.len() < Self::KEEP {
+    /// Keeps `v`, emptied, in `pool` unless it is unused, larger than `max` or the pool full.
+    fn keep<T>(pool: &mut Vec<Vec<T>>, mut v: Vec<T>, max: usize) {
+        if v.capacity() != 0 && v.capacity() <= max && pool.len() < Self::KEEP {
             v.clear();
-            self.iovs.push(v);
+            pool.push(v);
         }
     }
 
     /// What a finished transmit operation held.
     pub fn keep_txe(&mut self, t: Txe) {
-        self.keep_iov(t.iov);
-        let mut r = t.rma;
-        if r.capacity() != 0 && r.capacity() <= Self::KEEP_LEN && self.rmas.len() < Self::KEEP {
-            r.clear();
-            self.rmas.push(r);
-        }
-        let mut b = t.owned;
-        if b.capacity() != 0 && b.capacity() <= Self::KEEP_BYTES && self.bytes.len() < Self::KEEP {
-            b.clear();
-            self.bytes.push(b);
-        }
+        Self::keep(&mut self.iovs, t.iov, Self::KEEP_LEN);
+        Self::keep(&mut self.rmas, t.rma, Self::KEEP_LEN);
+        Self::keep(&mut self.bytes, t.owned, Self::KEEP_BYTES);
     }
 
     /// What a finished receive held.
     pub fn keep_rxe(&mut self, r: Rxe) {
-        self.keep_iov(r.target);
+        Self::keep(&mut self.iovs, r.target, Self::KEEP_LEN);
         if let RxKind::Recv(b) = r.kind
             && self.recvs.len() < Self::KEEP
         {
@@ -978,7 +971,7 @@ mod tests {
         assert!(spare.bytes.is_empty(), "a 32 KiB copy is not kept");
 
         for _ in 0..2 * Spare::KEEP {
-            spare.keep_iov(Vec::with_capacity(1));
+            Spare::keep(&mut spare.iovs, Vec::with_capacity(1), Spare::KEEP_LEN);
         }
         assert_eq!(spare.iovs.len(), Spare::KEEP);
     }

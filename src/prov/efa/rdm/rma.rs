@@ -463,11 +463,12 @@ impl RdmEndpoint {
             &[],
             len,
         );
-        t.rma = vec![RmaIov {
+        t.rma = g.spare.rma();
+        t.rma.push(RmaIov {
             addr: op.rma_ioc[0].addr,
             len: count as u64,
             key: op.rma_ioc[0].key,
-        }];
+        });
         t.datatype = op.datatype;
         t.atomic_op = op.op;
         t.operand = operand;

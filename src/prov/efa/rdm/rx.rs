@@ -226,9 +226,6 @@ impl RdmEndpoint {
     /// Binds a receive to a message: reserves its space (multi-receive) and moves staged data.
     fn attach(&self, g: &mut Inner, id: u64, recv: Recv) {
         let released = recv.released;
-        if g.rxes.get(id).is_none() {
-            return;
-        }
         let target = g.spare.iov(&recv.target());
         let recv = g.spare.recv(recv);
         let Some(r) = g.rxes.get_mut(id) else { return };
