@@ -39,8 +39,9 @@ const GRO_BUF: usize = 64 << 10;
 const WINDOW_BYTES: usize = 1 << 20;
 
 /// The congestion window's ceiling in datagrams for an MTU: 16 of loopback's 64 KiB fill
-/// [`WINDOW_BYTES`]; smaller datagrams get up to what one ack covers (128), so that Ethernet's
-/// 1,472-byte datagrams keep a round trip's worth in flight on a fast link.
+/// [`WINDOW_BYTES`]; smaller datagrams get up to what one ack covers (256), so that Ethernet's
+/// 1,472-byte datagrams keep a round trip's worth in flight on a fast link (over a veth pair,
+/// 128 of them still kept 1 MiB writes both ways waiting: 256 moved them 5 % faster).
 fn window_for(mtu: usize) -> u32 {
     (WINDOW_BYTES / (mtu + HEADROOM).max(1)).clamp(1, srd::wire::SACK_BITS as usize) as u32
 }
@@ -1652,6 +1653,21 @@ mod tests {
         }
         assert_eq!(got as u64, N);
         assert_eq!(b.stats().rnr_sent, 0, "nothing refused");
+    }
+
+    /// Ethernet-sized datagrams get a window as wide as one ack covers; loopback's 64 KiB
+    /// ones get what fills `WINDOW_BYTES`.
+    #[test]
+    fn the_window_is_what_one_ack_covers_or_what_fills_the_byte_cap() {
+        assert_eq!(
+            window_for(packet_mtu(1500, IpAddr::from([10, 0, 0, 1]))),
+            srd::wire::SACK_BITS
+        );
+        assert_eq!(
+            window_for(packet_mtu(65536, IpAddr::from([127, 0, 0, 1]))),
+            16
+        );
+        assert_eq!(window_for(usize::MAX / 2), 1);
     }
 
     #[test]

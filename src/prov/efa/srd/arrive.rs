@@ -6,7 +6,7 @@
 
 use std::hash::Hash;
 
-use super::wire::{self, ACK_TRAILER, DATA_HEADER, Repr};
+use super::wire::{self, ACK_TRAILER, DATA_HEADER, Repr, SACK_BITS, Sack};
 use super::{Arrival, PeerKey, Status, Time, Transport, US, seq_lt};
 
 impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
@@ -106,11 +106,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         // The sender has settled everything below `base`: slide past it.
         if seq_lt(peer.expected, base) {
             let shift = base.wrapping_sub(peer.expected);
-            peer.received = if shift >= u128::BITS {
-                0
-            } else {
-                peer.received >> shift
-            };
+            peer.received.shift_down(shift);
             peer.expected = base;
             peer.settle();
         }
@@ -122,11 +118,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             return Arrival::Nothing;
         }
         let off = seq.wrapping_sub(peer.expected);
-        if off >= u128::BITS {
+        if off >= SACK_BITS {
             self.stats.dropped_window += 1;
             return Arrival::Nothing;
         }
-        if peer.received & (1 << off) != 0 {
+        if peer.received.contains(off) {
             self.stats.duplicates += 1;
             peer.ack_urgent = true;
             Self::due(&mut self.acks_due, peer, p);
@@ -142,14 +138,14 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.stats.rnr_sent += 1;
             return Arrival::Nothing;
         }
-        peer.received |= 1 << off;
+        peer.received.insert(off);
         peer.settle();
         if peer.ack_new == 0 {
             peer.ack_first = now;
         }
         peer.ack_new += 1;
         // A gap below what arrived (a loss, or reordering): the selective ack is news.
-        if peer.received != 0 {
+        if !peer.received.is_empty() {
             peer.ack_urgent = true;
         }
         Self::due(&mut self.acks_due, peer, p);
@@ -160,7 +156,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
     }
 
-    fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: u128) {
+    fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: Sack) {
         let max_rto = self.cfg.max_rto;
         let min_rto = self.cfg.min_rto;
         let Transport {
@@ -204,10 +200,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
         // Bit k: `cum + 1 + k`, at index `cum + 1 + k - base` (below the window when the ack
         // is older than the window's start).
-        let mut bits = sack;
-        while bits != 0 {
-            let k = bits.trailing_zeros();
-            bits &= bits - 1;
+        for k in sack.iter() {
             let at = cum.wrapping_add(1 + k).wrapping_sub(peer.base) as i32;
             if at >= 0 && (at as usize) < len {
                 mark(at as usize);

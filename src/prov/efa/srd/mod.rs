@@ -28,6 +28,7 @@
 //! datagram does is in `arrive.rs`.
 
 mod arrive;
+mod sack;
 mod window;
 pub mod wire;
 
@@ -37,7 +38,7 @@ use crate::util::hash::FastMap;
 use std::hash::Hash;
 use std::ops::Range;
 
-use wire::{ACK_TRAILER, DATA_HEADER, Repr};
+use wire::{ACK_TRAILER, DATA_HEADER, Repr, Sack};
 
 use crate::sys::mem::IoVec;
 
@@ -187,8 +188,8 @@ pub enum Arrival {
 }
 
 /// Bytes of a datagram's head that a slot keeps itself ([`Transport::send_head_to`]): the SRD
-/// header, an RDM data header and an ack trailer.
-pub const INLINE_HEAD: usize = 80;
+/// header, an RDM data header (up to 36 bytes) and an ack trailer.
+pub const INLINE_HEAD: usize = DATA_HEADER + 36 + ACK_TRAILER;
 
 /// The part of a datagram before its tail.
 #[derive(Debug)]
@@ -342,7 +343,7 @@ struct Peer<A> {
     /// Every sequence below this has been received (or given up by the sender).
     expected: u32,
     /// Bit i: `expected + i` received (bit 0 is always clear after [`Peer::settle`]).
-    received: u128,
+    received: Sack,
     ack_due: bool,
     /// Datagrams delivered since the last ack, the arrival of the first of them, and whether
     /// the ack owed must not be delayed (a duplicate or a gap: the sender needs it to recover).
@@ -395,7 +396,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             rnr_until: 0,
             wake: 0,
             expected: 0,
-            received: 0,
+            received: Sack::EMPTY,
             ack_due: false,
             ack_new: 0,
             ack_first: 0,
@@ -560,15 +561,16 @@ impl<A: Copy + Eq + Hash> Peer<A> {
 
     /// Slides `expected` over what has been received contiguously.
     fn settle(&mut self) {
-        while self.received & 1 != 0 {
-            self.received >>= 1;
-            self.expected = self.expected.wrapping_add(1);
-        }
+        let n = self.received.trailing_ones();
+        self.received.shift_down(n);
+        self.expected = self.expected.wrapping_add(n);
     }
 
     /// Selective acknowledgement bits: bit i = `expected + 1 + i` received.
-    fn sack(&self) -> u128 {
-        self.received >> 1
+    fn sack(&self) -> Sack {
+        let mut s = self.received;
+        s.shift_down(1);
+        s
     }
 
     /// An acknowledgement left (alone or on data): nothing is owed.
