@@ -458,6 +458,8 @@ impl UdpSock {
             if p.peer != peer {
                 connect_to(p.fd.as_raw_fd(), &peer).map_err(PeerSockError::Peer)?;
                 p.peer = peer;
+                // The old peer's datagrams now come to the first socket: not quiet any more.
+                self.first_empty = 0;
             }
             return Ok(None);
         }
@@ -947,6 +949,20 @@ mod tests {
         assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 1);
         assert_eq!((out[0].1, &bufs[0][..out[0].0]), (tc, &b"c1"[..]));
         assert!(!a.first_socket_quiet());
+        // Quiet again, then the connected socket moves to c: b's datagrams come to the first
+        // socket from now on, so it is read at every poll at once.
+        for _ in 0..FIRST_QUIET_READS {
+            assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 0);
+        }
+        assert!(a.first_socket_quiet());
+        a.connect_peer(tc).unwrap();
+        assert!(
+            !a.first_socket_quiet(),
+            "moving the connected socket ends the quiet"
+        );
+        assert_eq!(b.send_batch(&[(&ta, [b"b2", b""])]), 1);
+        assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 1);
+        assert_eq!((out[0].1, &bufs[0][..out[0].0]), (tb, &b"b2"[..]));
     }
 
     /// Sends to the connected peer leave from the same address and port, unnamed; what that
