@@ -138,8 +138,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             self.stats.rnr_sent += 1;
             return Arrival::Nothing;
         }
-        peer.received.insert(off);
-        peer.settle();
+        peer.mark_received(off);
         if peer.ack_new == 0 {
             peer.ack_first = now;
         }

@@ -559,6 +559,18 @@ impl<A: Copy + Eq + Hash> Peer<A> {
         !self.slots.is_empty() || !self.queued.is_empty()
     }
 
+    /// Records `expected + off` as received and slides `expected` over what is then
+    /// contiguous.
+    fn mark_received(&mut self, off: u32) {
+        if off == 0 && self.received.is_empty() {
+            // In order, nothing held past a gap: the usual case, with no set to slide.
+            self.expected = self.expected.wrapping_add(1);
+            return;
+        }
+        self.received.insert(off);
+        self.settle();
+    }
+
     /// Slides `expected` over what has been received contiguously.
     fn settle(&mut self) {
         let n = self.received.trailing_ones();
@@ -569,7 +581,9 @@ impl<A: Copy + Eq + Hash> Peer<A> {
     /// Selective acknowledgement bits: bit i = `expected + 1 + i` received.
     fn sack(&self) -> Sack {
         let mut s = self.received;
-        s.shift_down(1);
+        if !s.is_empty() {
+            s.shift_down(1);
+        }
         s
     }
 

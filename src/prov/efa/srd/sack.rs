@@ -18,6 +18,7 @@ impl Sack {
     pub const EMPTY: Sack = Sack([0; SACK_WORDS]);
 
     /// Word i holds bits `64 i .. 64 i + 63`.
+    #[cfg(test)]
     pub const fn from_words(words: [u64; SACK_WORDS]) -> Sack {
         Sack(words)
     }
@@ -84,18 +85,11 @@ impl Sack {
     }
 
     /// The set bits, lowest first.
-    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.0.iter().enumerate().flat_map(|(i, &w)| {
-            let mut bits = w;
-            core::iter::from_fn(move || {
-                if bits == 0 {
-                    return None;
-                }
-                let k = bits.trailing_zeros();
-                bits &= bits - 1;
-                Some(64 * i as u32 + k)
-            })
-        })
+    pub fn iter(&self) -> Ones {
+        Ones {
+            words: self.0,
+            at: 0,
+        }
     }
 
     /// The set in its first [`SACK_BYTES`] bytes of `b` (callers checked the length).
@@ -114,6 +108,29 @@ impl Sack {
         for (w, chunk) in self.0.iter().zip(b[..SACK_BYTES].chunks_exact_mut(8)) {
             chunk.copy_from_slice(&w.to_le_bytes());
         }
+    }
+}
+
+/// The set bits of a [`Sack`], lowest first: a word at a time, each zero word one compare (an
+/// ack in order names none, and the walk over its words was a tenth of `on_ack`).
+pub struct Ones {
+    words: [u64; SACK_WORDS],
+    at: usize,
+}
+
+impl Iterator for Ones {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        while let Some(w) = self.words.get_mut(self.at) {
+            if *w != 0 {
+                let k = w.trailing_zeros();
+                *w &= *w - 1;
+                return Some(64 * self.at as u32 + k);
+            }
+            self.at += 1;
+        }
+        None
     }
 }
 

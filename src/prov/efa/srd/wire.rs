@@ -40,7 +40,7 @@ use core::fmt;
 /// writes both ways and tagged sends still waited on the round trip at 128 (at 256, writes
 /// rose 9 % and tagged sends 4 %). Earlier versions are refused as unknown.
 pub const VERSION: u8 = 3;
-pub use super::sack::{SACK_BITS, SACK_BYTES, Sack};
+pub use super::sack::{SACK_BITS, SACK_BYTES, SACK_WORDS, Sack};
 pub const KIND_DATA: u8 = 1;
 pub const KIND_ACK: u8 = 2;
 pub const KIND_RNR: u8 = 3;
@@ -262,7 +262,7 @@ fn data_crc(w0: u64, w1: u64, base: u32, ack: Option<(u32, Sack)>) -> u32 {
     match ack {
         None => crate::sys::checksum::crc32c_words([w0, w1], Some(base)),
         Some((cum, sack)) => {
-            let mut words = [0u64; 3 + super::sack::SACK_WORDS];
+            let mut words = [0u64; 3 + SACK_WORDS];
             words[..3].copy_from_slice(&[w0, w1, u64::from(base) | u64::from(cum) << 32]);
             words[3..].copy_from_slice(&sack.words());
             crate::sys::checksum::crc32c_words(words, None)
@@ -482,7 +482,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn any_ack() -> impl Strategy<Value = Option<(u32, Sack)>> {
-        any::<Option<(u32, [u64; super::super::sack::SACK_WORDS])>>()
+        any::<Option<(u32, [u64; SACK_WORDS])>>()
             .prop_map(|a| a.map(|(cum, w)| (cum, Sack::from_words(w))))
     }
 
