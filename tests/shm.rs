@@ -58,7 +58,35 @@ const SIZES: [usize; 12] = [
     16 << 20,
 ];
 
+/// Large messages, which both sides copy (`len`, receive bytes, receive pieces): the receive in
+/// pieces, one truncated (the bytes behind it must stay as they were), one exactly at the
+/// size from which sends are shared, one just below it.
+const LARGE: [(usize, usize, usize); 5] = [
+    ((1 << 20) + 12_345, (1 << 20) + 12_345, 4),
+    ((3 << 20) + 7, 700_001, 2),
+    (200_000, 200_000, 3),
+    (128 << 10, 128 << 10, 1),
+    ((128 << 10) - 1, (128 << 10) - 1, 1),
+];
+
+/// `v` cut into `k` pieces (the last takes the remainder).
+fn pieces(v: &IoVec, k: usize) -> Vec<IoVec> {
+    let each = v.len() / k;
+    (0..k)
+        .map(|i| {
+            let len = if i + 1 == k { v.len() - each * i } else { each };
+            v.sub(each * i, len).unwrap()
+        })
+        .collect()
+}
+
 fn messages_scenario() {
+    // Which side's own cross-memory copies the kernel refuses: "client" (the sender), "server"
+    // or "both".
+    let deny = std::env::var("SHM_TEST_DENY_OWN_CMA").ok();
+    if deny.is_some() && (deny == role() || deny.as_deref() == Some("both")) {
+        deny_own_cma();
+    }
     let (n, peer) = setup();
     let server = role().as_deref() == Some("server");
     if server {
@@ -102,6 +130,45 @@ fn messages_scenario() {
                 "unexpected message {i}"
             );
         }
+        // Third round: large messages into posted receives (shared copies).
+        const GUARD: usize = 4096;
+        let mut held = Vec::new();
+        for (i, &(_, room, k)) in LARGE.iter().enumerate() {
+            let (s, v) = buf(room + GUARD);
+            s.fill(0xEE);
+            let iov = pieces(&v.sub(0, room).unwrap(), k);
+            n.recv(&iov, peer, None, 200 + i, 0, Call::Msg).unwrap();
+            held.push(s);
+        }
+        sync();
+        for _ in LARGE {
+            // Shared receives may complete after later ones.
+            let (ctx, got) = match n.wait(30) {
+                Ok(e) => (e.op_context, e.len),
+                Err(e) => {
+                    let (len, room, _) = LARGE[e.op_context - 200];
+                    assert_eq!(
+                        (e.err, e.len, e.olen),
+                        (FI_ETRUNC, room, len - room),
+                        "truncated large message"
+                    );
+                    (e.op_context, e.len)
+                }
+            };
+            let i = ctx - 200;
+            let (len, room, _) = LARGE[i];
+            assert_eq!(got, len.min(room), "length of large message {i}");
+            let s = &held[i];
+            assert!(
+                s[..got] == pattern(len, 200 + i as u8)[..got],
+                "data of large message {i}"
+            );
+            assert!(
+                s[got..].iter().all(|&b| b == 0xEE),
+                "bytes behind large message {i}"
+            );
+        }
+        sync();
     } else {
         sync();
         for (i, &len) in SIZES.iter().enumerate() {
@@ -129,6 +196,15 @@ fn messages_scenario() {
         sync();
         // Delivery-complete sends finish only once the server received them.
         n.wait_n(SIZES.len());
+        sync();
+        for (i, &(len, _, _)) in LARGE.iter().enumerate() {
+            let (s, v) = buf(len);
+            s.copy_from_slice(&pattern(len, 200 + i as u8));
+            n.send(&[v], peer, None, 200 + i, 0, Call::Plain).unwrap();
+        }
+        let done = n.wait_n(LARGE.len());
+        assert!(done.iter().all(|e| e.flags & FI_SEND != 0));
+        sync();
     }
     child_done();
 }
@@ -139,6 +215,39 @@ fn messages_every_size_and_path() {
         return messages_scenario();
     }
     pair("messages_every_size_and_path", &[]);
+}
+
+#[test]
+fn messages_when_the_kernel_refuses_the_senders_own_copies() {
+    if role().is_some() {
+        return messages_scenario();
+    }
+    pair(
+        "messages_when_the_kernel_refuses_the_senders_own_copies",
+        &[("SHM_TEST_DENY_OWN_CMA", "client")],
+    );
+}
+
+#[test]
+fn messages_when_the_kernel_refuses_the_receivers_own_copies() {
+    if role().is_some() {
+        return messages_scenario();
+    }
+    pair(
+        "messages_when_the_kernel_refuses_the_receivers_own_copies",
+        &[("SHM_TEST_DENY_OWN_CMA", "server")],
+    );
+}
+
+#[test]
+fn messages_when_the_kernel_refuses_every_copy_between_them() {
+    if role().is_some() {
+        return messages_scenario();
+    }
+    pair(
+        "messages_when_the_kernel_refuses_every_copy_between_them",
+        &[("SHM_TEST_DENY_OWN_CMA", "both")],
+    );
 }
 
 #[test]

@@ -64,6 +64,13 @@ pub const OP_COPIED: u8 = 10;
 /// After an `OP_CLEARED` with `F_SHARED`: the target copied its blocks of op `op_id` (status 0)
 /// or could not (a positive `FI_E*`; EPERM or ENOSYS: the kernel refused it).
 pub const OP_PART: u8 = 11;
+/// A message sent with `F_SHARED` matched a receive: the sender writes its blocks of op
+/// `op_id` ([`share_runs`], initiator side) into the receive's ranges (the body's iov list,
+/// `aux` of them, `len` bytes), then answers `OP_SHARED` for the receiver's op `aux2`.
+pub const OP_SHARE: u8 = 12;
+/// After an `OP_SHARE`: the sender wrote its blocks for the receiver's op `op_id` (status 0)
+/// or could not (a positive `FI_E*`).
+pub const OP_SHARED: u8 = 13;
 
 /// Payload in the body.
 pub const PROTO_INLINE: u8 = 0;
@@ -88,7 +95,8 @@ pub const F_MAY_COPY: u16 = 1 << 6;
 /// On `OP_COPIED`: the copy was a read.
 pub const F_READ: u16 = 1 << 7;
 /// On `OP_CLEARED`: the copy is shared; the target copies its blocks ([`share_runs`]) itself
-/// and reports them with `OP_PART`, the initiator copies the others.
+/// and reports them with `OP_PART`, the initiator copies the others. On an iov `OP_MSG`: the
+/// sender offers to write its blocks into the receive (`OP_SHARE`).
 pub const F_SHARED: u16 = 1 << 8;
 /// On an RMA sent again after the target shared its copy: copy only the initiator's blocks.
 pub const F_INITIATOR_BLOCKS: u16 = 1 << 9;
@@ -245,7 +253,7 @@ impl Cmd {
             // Its target entries; the bytes are in a bounce buffer (`Cmd::set_write_bounce`).
             (OP_WRITE, PROTO_BOUNCE) => HDR + (24 * (rd(b, 32) & 0xff)).min(BODY as u64) as usize,
             (OP_ACK, PROTO_INLINE) if returns => HDR + rd(b, 24).min(BODY as u64) as usize,
-            (OP_ACK, PROTO_INLINE) | (OP_COPIED | OP_PART, _) => HDR,
+            (OP_ACK, PROTO_INLINE) | (OP_COPIED | OP_PART | OP_SHARED, _) => HDR,
             _ => CMD_SIZE,
         }
     }

@@ -102,6 +102,8 @@ impl ShmEndpoint {
             OP_CLEARED => self.handle_cleared(g, p, c),
             OP_COPIED => self.handle_copied(g, c),
             OP_PART => self.handle_part(g, p, c),
+            OP_SHARE => self.handle_share(g, p, c),
+            OP_SHARED => self.handle_shared(g, p, c),
             _ => g.dropped += 1,
         }
     }

@@ -308,6 +308,7 @@ impl ShmEndpoint {
                     len,
                     got: 0,
                     done: RxDone::RemoteWrite { cq_data },
+                    shared: None,
                 };
                 self.start_pull(g, p, c.op_id, rx);
             }
@@ -410,6 +411,7 @@ impl ShmEndpoint {
             done: RxDone::PushRead {
                 initiator_op: c.op_id,
             },
+            shared: None,
         };
         let id = g.rx_ops.insert(rx);
         g.rx_pushing.push(id);

@@ -319,7 +319,15 @@ impl ShmEndpoint {
     }
 
     /// A message whose data is still in the sender's memory (iov or segmented path).
-    fn receive_remote(&self, g: &mut Inner, p: usize, c: &Cmd, recv: Recv, tagged: bool, src: u64) {
+    fn receive_remote(
+        &self,
+        g: &mut Inner,
+        p: usize,
+        c: &Cmd,
+        mut recv: Recv,
+        tagged: bool,
+        src: u64,
+    ) {
         let total = c.len as usize;
         let dest = recv.target();
         let room = iov_len(&dest);
@@ -332,6 +340,10 @@ impl ShmEndpoint {
             return;
         }
         if c.proto == PROTO_IOV && self.cma {
+            recv = match self.share_recv(g, p, c, recv, tagged, src, take) {
+                Some(recv) => recv,
+                None => return,
+            };
             let remote = c.iovs(0, (c.aux as usize).min(MAX_IOV)).unwrap_or_default();
             let pid = g.peers[p].pid;
             match cma::read_from(pid, &dest, 0, &remote, 0, take) {
@@ -384,6 +396,7 @@ impl ShmEndpoint {
                 cq_data,
                 olen,
             },
+            shared: None,
         };
         self.start_pull(g, p, c.op_id, rx);
     }

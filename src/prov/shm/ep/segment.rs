@@ -2,6 +2,7 @@
 //! (GO), the source pushes chunks through its bounce buffers (DATA), and the sink copies them
 //! out. Used by large messages, remote writes and remote reads alike.
 
+use super::share::SharedRecv;
 use super::tx::TxKind;
 use super::{Inner, ShmEndpoint};
 use crate::prov::shm::cmd::*;
@@ -27,6 +28,9 @@ pub(super) struct RxOp {
     pub(super) len: usize,
     pub(super) got: usize,
     pub(super) done: RxDone,
+    /// A receive both sides copy (`share`), until the sender's part is done: the segmented
+    /// path's DATA does not apply to it.
+    pub(super) shared: Option<Box<SharedRecv>>,
 }
 
 pub(super) enum RxDone {
@@ -62,7 +66,7 @@ impl ShmEndpoint {
         g.respond(p, &go);
     }
 
-    fn finish_rx(&self, g: &mut Inner, id: u64) {
+    pub(super) fn finish_rx(&self, g: &mut Inner, id: u64) {
         let Some(rx) = g.rx_ops.remove(id) else {
             return;
         };
@@ -146,6 +150,7 @@ impl ShmEndpoint {
         let done = match g.rx_ops.get_mut(c.op_id) {
             Some(rx)
                 if rx.peer == p
+                    && rx.shared.is_none()
                     && off == rx.got
                     && off.checked_add(n).is_some_and(|e| e <= rx.len) =>
             {

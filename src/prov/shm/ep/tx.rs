@@ -339,6 +339,9 @@ impl ShmEndpoint {
         } else if self.cma {
             c.proto = PROTO_IOV;
             c.aux = op.iov.len() as u64;
+            if len >= super::share::SHARE_MIN && !g.peers[p].share_refused && g.peers[p].pid > 0 {
+                c.flags |= F_SHARED;
+            }
             c.put_iovs(0, op.iov.iter().map(Remote::from));
         } else {
             c.proto = PROTO_SEG;
