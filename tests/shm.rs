@@ -951,6 +951,10 @@ fn atomics_between_processes() {
     pair("atomics_between_processes", &[]);
 }
 
+/// Messages into one multi-receive buffer: one that both sides could copy, then one that
+/// leaves less than the minimum (100 bytes) behind.
+const LARGE_MULTI: [usize; 2] = [300 << 10, 100 << 10];
+
 fn multi_recv_scenario() {
     let (n, peer) = setup();
     if role().as_deref() == Some("server") {
@@ -991,6 +995,22 @@ fn multi_recv_scenario() {
             (e.op_context, e.err, e.len, e.olen),
             (2, FI_ETRUNC, 100, 200)
         );
+        // Large messages into a multi-receive buffer complete in order, the one that releases
+        // the buffer last (a large message's copy, shared with the sender, must not end after
+        // the buffer was handed back).
+        let (s, v) = buf(LARGE_MULTI.iter().sum::<usize>() + 50);
+        n.recv(&[v], FI_ADDR_UNSPEC, None, 3, FI_MULTI_RECV, Call::Msg)
+            .unwrap();
+        sync();
+        let mut off = 0;
+        for (i, &len) in LARGE_MULTI.iter().enumerate() {
+            let e = n.wait(30).unwrap();
+            assert_eq!((e.op_context, e.len, e.buf), (3, len, v.addr() + off));
+            let last = i + 1 == LARGE_MULTI.len();
+            assert_eq!(e.flags & FI_MULTI_RECV != 0, last, "released by the last");
+            assert!(s[off..off + len] == pattern(len, 10 + i as u8)[..]);
+            off += len;
+        }
         sync();
     } else {
         sync();
@@ -1000,6 +1020,13 @@ fn multi_recv_scenario() {
             n.send(&[v], peer, None, i, 0, Call::Plain).unwrap();
         }
         n.wait_n(5);
+        sync();
+        for (i, &len) in LARGE_MULTI.iter().enumerate() {
+            let (s, v) = buf(len);
+            s.copy_from_slice(&pattern(len, 10 + i as u8));
+            n.send(&[v], peer, None, i, 0, Call::Plain).unwrap();
+        }
+        n.wait_n(LARGE_MULTI.len());
         sync();
     }
     child_done();

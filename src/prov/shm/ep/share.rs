@@ -73,8 +73,15 @@ impl ShmEndpoint {
         take: usize,
     ) -> Option<Recv> {
         let peer = &g.peers[p];
-        // pid 0: a peer in another pid namespace, which cross-memory attach cannot name.
-        if c.flags & F_SHARED == 0 || take < SHARE_MIN || peer.share_refused || peer.pid <= 0 {
+        // pid 0: a peer in another pid namespace, which cross-memory attach cannot name. A
+        // multi-receive buffer is not shared: a later message's completion may release it
+        // (FI_MULTI_RECV) before this one would complete.
+        if c.flags & F_SHARED == 0
+            || take < SHARE_MIN
+            || peer.share_refused
+            || peer.pid <= 0
+            || recv.flags & FI_MULTI_RECV != 0
+        {
             return Some(recv);
         }
         let dest = recv.target().to_vec();
