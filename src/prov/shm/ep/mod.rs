@@ -160,6 +160,8 @@ struct Inner {
     mr_cache: MrCache,
     /// The memory a write to us or a read of us covers, kept between commands.
     iov_scratch: Vec<IoVec>,
+    /// What `take_commands` pops commands into, kept between passes (None while in use).
+    cmd_scratch: Option<Box<Cmd>>,
 }
 
 pub struct ShmEndpoint {
@@ -359,6 +361,7 @@ impl ShmEndpoint {
                     last_reclaim_ms: 0,
                     mr_cache: MrCache::default(),
                     iov_scratch: Vec::new(),
+                    cmd_scratch: None,
                 },
                 serial,
             ),
