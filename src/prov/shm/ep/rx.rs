@@ -2,7 +2,7 @@
 //! receive's buffer when one is posted), unexpected messages (`Pending`) until a receive
 //! takes them, FI_PEEK / FI_CLAIM / FI_DISCARD, and receive completions.
 
-use super::segment::{RxDone, RxOp};
+use super::segment::RxOp;
 use super::{Inner, ShmEndpoint};
 use crate::abi::consts::*;
 use crate::core::log::Subsys;
@@ -380,24 +380,7 @@ impl ShmEndpoint {
             }
         }
         // Segmented: ask the sender to push the first `take` bytes.
-        let olen = total - take;
-        let rx = RxOp {
-            peer: p,
-            sender_op: c.op_id,
-            dest: dest.to_vec(),
-            len: take,
-            got: 0,
-            done: RxDone::Recv {
-                recv,
-                tagged,
-                src,
-                tag: c.tag,
-                data: c.data,
-                cq_data,
-                olen,
-            },
-            shared: None,
-        };
+        let rx = RxOp::message(p, c, dest.to_vec(), take, recv, tagged, src);
         self.start_pull(g, p, c.op_id, rx);
     }
 

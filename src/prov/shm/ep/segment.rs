@@ -50,6 +50,39 @@ pub(super) enum RxDone {
     PushRead { initiator_op: u64 },
 }
 
+impl RxOp {
+    /// The receive `recv` of the first `take` bytes of message `c` from peer `p` into `dest`,
+    /// nothing of which has arrived yet.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn message(
+        p: usize,
+        c: &Cmd,
+        dest: Vec<IoVec>,
+        take: usize,
+        recv: Recv,
+        tagged: bool,
+        src: u64,
+    ) -> RxOp {
+        RxOp {
+            peer: p,
+            sender_op: c.op_id,
+            dest,
+            len: take,
+            got: 0,
+            done: RxDone::Recv {
+                recv,
+                tagged,
+                src,
+                tag: c.tag,
+                data: c.data,
+                cq_data: c.flags & F_CQ_DATA != 0,
+                olen: (c.len as usize).saturating_sub(take),
+            },
+            shared: None,
+        }
+    }
+}
+
 impl ShmEndpoint {
     /// Asks the source of `sender_op` to push `rx.len` bytes to a new rx op.
     pub(super) fn start_pull(&self, g: &mut Inner, p: usize, sender_op: u64, rx: RxOp) {

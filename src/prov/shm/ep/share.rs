@@ -91,24 +91,7 @@ impl ShmEndpoint {
         if mine.is_empty() || share_runs(ours.iter().copied(), false).is_empty() {
             return Some(recv);
         }
-        let total = c.len as usize;
-        let rx = RxOp {
-            peer: p,
-            sender_op: c.op_id,
-            dest,
-            len: take,
-            got: 0,
-            done: RxDone::Recv {
-                recv,
-                tagged,
-                src,
-                tag: c.tag,
-                data: c.data,
-                cq_data: c.flags & F_CQ_DATA != 0,
-                olen: total - take,
-            },
-            shared: None,
-        };
+        let rx = RxOp::message(p, c, dest, take, recv, tagged, src);
         let id = g.rx_ops.insert(rx);
         // Asked first, so that the sender copies while we do.
         let mut ask = Cmd::new(OP_SHARE, g.token);
