@@ -32,6 +32,16 @@ pub(super) fn refused(e: Errno) -> bool {
     e == Errno::PERM || e == Errno::NOSYS
 }
 
+/// A cross-memory copy's error as the operation reports it: the peer's process gone (ESRCH)
+/// fails it as any dead peer does.
+pub(super) fn copy_error(e: Errno) -> Errno {
+    if e.0 == libc::ESRCH {
+        Errno::CONNABORTED
+    } else {
+        e
+    }
+}
+
 impl ShmEndpoint {
     pub(super) fn rma(&self, op: &RmaOp<'_>, read: bool) -> Result<()> {
         self.check_iov(op.iov)?;
@@ -605,11 +615,7 @@ impl Inner {
     /// A cleared RMA could not be copied: it fails (a target process gone since it answered
     /// fails it as any dead peer does).
     fn copy_failed(&mut self, op_id: u64, e: Errno) {
-        let e = if e.0 == libc::ESRCH {
-            Errno::CONNABORTED
-        } else {
-            e
-        };
+        let e = copy_error(e);
         if let Some(tx) = self.tx_ops.remove(op_id) {
             self.release_order(&tx);
             self.fail_tx(tx.context, tx.cq_flags, e, tx.cntr);

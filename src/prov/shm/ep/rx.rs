@@ -65,6 +65,27 @@ impl Pending {
 }
 
 impl Inner {
+    /// The copy of message `sender_op` from peer `p` into `recv` failed with `e`: the receive
+    /// fails, and so does the send.
+    pub(super) fn copy_into_recv_failed(
+        &mut self,
+        p: usize,
+        sender_op: u64,
+        recv: &Recv,
+        tagged: bool,
+        e: Errno,
+    ) {
+        let e = super::rma::copy_error(e);
+        if let Some(cq) = &self.rx_cq {
+            cq.push_err(CqErrEntry::new(
+                recv.context,
+                FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
+                e,
+            ));
+        }
+        self.ack(p, sender_op, Err(e), 0);
+    }
+
     /// Completes a receive that got `len` bytes of a `total`-byte message.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn complete_recv(
@@ -360,21 +381,8 @@ impl ShmEndpoint {
                     );
                 }
                 Err(e) => {
-                    // The sender's memory is unreadable (bad iov) or the sender is gone, which
-                    // fails the receive as any dead peer does.
-                    let e = if e.0 == libc::ESRCH {
-                        Errno::CONNABORTED
-                    } else {
-                        e
-                    };
-                    if let Some(cq) = &g.rx_cq {
-                        cq.push_err(CqErrEntry::new(
-                            recv.context,
-                            FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
-                            e,
-                        ));
-                    }
-                    g.ack(p, c.op_id, Err(e), 0);
+                    // The sender's memory is unreadable (bad iov) or the sender is gone.
+                    g.copy_into_recv_failed(p, c.op_id, &recv, tagged, e);
                     return;
                 }
             }

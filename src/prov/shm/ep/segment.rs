@@ -50,6 +50,17 @@ pub(super) enum RxDone {
     PushRead { initiator_op: u64 },
 }
 
+impl Inner {
+    /// Asks peer `p` to push `len` bytes of its op `sender_op` to our rx op `id` (GO).
+    pub(super) fn go(&mut self, p: usize, sender_op: u64, id: u64, len: usize) {
+        let mut go = Cmd::new(OP_GO, self.token);
+        go.op_id = sender_op;
+        go.aux = id;
+        go.len = len as u64;
+        self.respond(p, &go);
+    }
+}
+
 impl RxOp {
     /// The receive `recv` of the first `take` bytes of message `c` from peer `p` into `dest`,
     /// nothing of which has arrived yet.
@@ -92,11 +103,7 @@ impl ShmEndpoint {
             self.finish_rx(g, id);
             return;
         }
-        let mut go = Cmd::new(OP_GO, g.token);
-        go.op_id = sender_op;
-        go.aux = id;
-        go.len = len as u64;
-        g.respond(p, &go);
+        g.go(p, sender_op, id, len);
     }
 
     pub(super) fn finish_rx(&self, g: &mut Inner, id: u64) {

@@ -19,7 +19,6 @@ use crate::core::{Errno, Result};
 use crate::prov::shm::cmd::*;
 use crate::sys::cma::{self, Remote};
 use crate::sys::mem::IoVec;
-use crate::util::cq::CqErrEntry;
 use crate::util::rxq::{MAX_IOV, Recv};
 
 /// Messages of at least this many bytes are offered for sharing: below two blocks one side
@@ -84,14 +83,14 @@ impl ShmEndpoint {
         {
             return Some(recv);
         }
-        let dest = recv.target().to_vec();
-        let ours = clipped(&dest, take);
+        let target = recv.target();
+        let ours = clipped(&target, take);
         let theirs = c.iovs(0, (c.aux as usize).min(MAX_IOV)).unwrap_or_default();
         let mine = share_runs(ours.iter().copied(), true);
         if mine.is_empty() || share_runs(ours.iter().copied(), false).is_empty() {
             return Some(recv);
         }
-        let rx = RxOp::message(p, c, dest, take, recv, tagged, src);
+        let rx = RxOp::message(p, c, target.to_vec(), take, recv, tagged, src);
         let id = g.rx_ops.insert(rx);
         // Asked first, so that the sender copies while we do.
         let mut ask = Cmd::new(OP_SHARE, g.token);
@@ -102,10 +101,7 @@ impl ShmEndpoint {
         ask.put_iovs(0, ours.iter().copied());
         g.respond(p, &ask);
         let pid = g.peers[p].pid;
-        let r = match g.rx_ops.get(id) {
-            Some(rx) => cma::transfer_runs(pid, &rx.dest, &theirs, &mine, false),
-            None => Err(Errno::CANCELED),
-        };
+        let r = cma::transfer_runs(pid, &target, &theirs, &mine, false);
         if let Err(e) = r
             && super::rma::refused(e)
         {
@@ -182,33 +178,15 @@ impl ShmEndpoint {
             // The kernel refuses us: the sender pushes the whole message through its bounce
             // buffers (its bytes are unchanged until our ACK).
             Err(e) if super::rma::refused(e) => {
-                let id = c.op_id;
-                let sender_op = rx.sender_op;
-                let mut go = Cmd::new(OP_GO, g.token);
-                go.op_id = sender_op;
-                go.aux = id;
-                go.len = rx.len as u64;
-                g.respond(p, &go);
+                let (sender_op, len) = (rx.sender_op, rx.len);
+                g.go(p, sender_op, c.op_id, len);
             }
             Err(e) => {
-                let e = if e.0 == libc::ESRCH {
-                    Errno::CONNABORTED
-                } else {
-                    e
-                };
-                let Some(rx) = g.rx_ops.remove(c.op_id) else {
-                    return;
-                };
-                if let RxDone::Recv { recv, tagged, .. } = rx.done
-                    && let Some(cq) = &g.rx_cq
+                if let Some(rx) = g.rx_ops.remove(c.op_id)
+                    && let RxDone::Recv { recv, tagged, .. } = &rx.done
                 {
-                    cq.push_err(CqErrEntry::new(
-                        recv.context,
-                        FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
-                        e,
-                    ));
+                    g.copy_into_recv_failed(p, rx.sender_op, recv, *tagged, e);
                 }
-                g.ack(p, rx.sender_op, Err(e), 0);
             }
         }
     }
