@@ -216,7 +216,11 @@ impl Cq {
         self.queue.lock()
     }
 
-    /// Adds a completion (provider side).
+    /// Adds a completion (provider side). Inlined, so that the caller's fields are stored
+    /// straight into the queue's slot: a `CqEntry` built on the caller's stack and copied here
+    /// with 16-byte loads over its 8-byte stores stalled on store forwarding (perf: half the
+    /// time of this function under an 8-byte message stream).
+    #[inline(always)]
     pub fn push(&self, e: CqEntry) {
         let mut q = self.lock();
         q.push_back(Slot::Ok(e));
@@ -353,6 +357,13 @@ impl Cq {
                 Some(Slot::Err(_)) if n == 0 => return Err(Errno::AVAIL),
                 _ => break,
             }
+        }
+        if q.is_empty() {
+            // Back to the start of the buffer (`clear` resets the head): entries that go as
+            // fast as they come then reuse the same few lines, where walking the whole
+            // buffer (64 KiB at the default size) missed the L1 cache on every push (perf,
+            // 8-byte message rate).
+            q.clear();
         }
         self.queued.store(q.len(), Ordering::Release);
         if n == 0 { Err(Errno::AGAIN) } else { Ok(n) }

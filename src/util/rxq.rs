@@ -27,6 +27,17 @@ fn take_at<T>(q: &mut VecDeque<T>, i: usize) -> Option<T> {
     if i == 0 { q.pop_front() } else { q.remove(i) }
 }
 
+/// Appends `v`; an empty queue starts again at the front of its buffer (`clear` resets the
+/// head), so that receives and messages matched as fast as they come reuse the same cached
+/// lines rather than walking the whole buffer.
+#[inline(always)]
+fn push_back_at_front_if_empty<T>(q: &mut VecDeque<T>, v: T) {
+    if q.is_empty() {
+        q.clear();
+    }
+    q.push_back(v);
+}
+
 /// A posted receive buffer (fi_recv/fi_trecv and their msg variants).
 #[derive(Clone, Debug)]
 pub struct Recv {
@@ -59,7 +70,12 @@ impl Recv {
             consumed: 0,
             released: false,
         };
-        r.iov[..r.iov_count].copy_from_slice(&iov[..r.iov_count]);
+        match iov {
+            // The common receive, one buffer: a variable-length copy was a call to memcpy
+            // (29 instructions of every post, callgrind).
+            [one] => r.iov[0] = *one,
+            _ => r.iov[..r.iov_count].copy_from_slice(&iov[..r.iov_count]),
+        }
         r
     }
 
@@ -256,6 +272,7 @@ impl<U> RxQueue<U> {
     }
 
     /// Posts a receive. An unexpected message that matches is handed back to be delivered.
+    #[inline(always)]
     pub fn post(&mut self, recv: Recv, tagged: bool) -> PostOutcome<U> {
         let directed = self.directed;
         let unexp = if tagged {
@@ -282,11 +299,12 @@ impl<U> RxQueue<U> {
                 PostOutcome::Matched(recv, u)
             }
             None => {
-                if tagged {
-                    self.tagged.push_back(recv)
+                let q = if tagged {
+                    &mut self.tagged
                 } else {
-                    self.msg.push_back(recv)
-                }
+                    &mut self.msg
+                };
+                push_back_at_front_if_empty(q, recv);
                 PostOutcome::Queued
             }
         }
@@ -342,11 +360,12 @@ impl<U> RxQueue<U> {
 
     /// Parks an unexpected message.
     pub fn add_unexpected(&mut self, u: Unexpected<U>, tagged: bool) {
-        if tagged {
-            self.tag_unexp.push_back(u)
+        let q = if tagged {
+            &mut self.tag_unexp
         } else {
-            self.msg_unexp.push_back(u)
-        }
+            &mut self.msg_unexp
+        };
+        push_back_at_front_if_empty(q, u);
     }
 
     /// fi_tagged(3) `FI_PEEK`: looks for an unexpected message matching `recv`. With `claim`
@@ -471,6 +490,7 @@ impl<U> SharedRxQueue<U> {
     /// the endpoint's lock is needed only to deliver a waiting message that matched. None when
     /// the endpoint's lock is needed first (a directed receive while waiting messages have
     /// sources still unknown); `AGAIN` when `max_posted` receives wait already.
+    #[inline(always)]
     pub fn post_alone(
         &self,
         recv: impl FnOnce() -> Recv,

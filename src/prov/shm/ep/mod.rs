@@ -132,6 +132,8 @@ struct Inner {
     /// made right (`sync_av`).
     av_removals: u64,
     by_token: U64Map<usize>,
+    /// The last `by_token` entry found (`Inner::peer_of`).
+    last_sender: Option<(u64, usize)>,
     tx_ops: Slab<TxOp>,
     rx_ops: Slab<RxOp>,
     /// Ids of the `tx_ops` that push segments (a GO came) and of the `rx_ops` that push a read
@@ -348,6 +350,7 @@ impl ShmEndpoint {
                     by_addr: U64Map::default(),
                     av_removals: 0,
                     by_token: U64Map::default(),
+                    last_sender: None,
                     tx_ops: Slab::new(),
                     rx_ops: Slab::new(),
                     tx_pushing: Vec::new(),

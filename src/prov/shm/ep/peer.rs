@@ -69,6 +69,20 @@ impl Peer {
 }
 
 impl Inner {
+    /// The peer whose commands carry `token`. The last one found is kept: consecutive commands
+    /// mostly come from one peer, and the hash lookup's lines missed the L1 cache under a
+    /// stream of small messages (perf: a fifth of handling one).
+    pub(super) fn peer_of(&mut self, token: u64) -> Option<usize> {
+        if let Some((t, p)) = self.last_sender
+            && t == token
+        {
+            return Some(p);
+        }
+        let p = *self.by_token.get(&token)?;
+        self.last_sender = Some((token, p));
+        Some(p)
+    }
+
     /// The AV index of peer `p`, looked up again while it is unknown: the application may have
     /// inserted the peer since it first wrote to us. `FI_ADDR_NOTAVAIL` while it has not.
     pub(super) fn refresh_fi_addr(&mut self, p: usize) -> u64 {
@@ -343,6 +357,7 @@ impl ShmEndpoint {
             g.by_addr.insert(a, idx);
         }
         g.by_token.insert(c.sender, idx);
+        g.last_sender = None;
     }
 
     /// Fails everything waiting on peers that are gone. What a peer pushed into our ring

@@ -37,7 +37,7 @@ pub enum Pending {
 }
 
 /// The largest unexpected message held in `Pending::Small`.
-const SMALL_INLINE: usize = 64;
+const SMALL_INLINE: usize = 56;
 
 impl Pending {
     /// An unexpected message's bytes, copied.
@@ -76,6 +76,12 @@ impl Inner {
         e: Errno,
     ) {
         let e = super::rma::copy_error(e);
+        self.fail_recv(recv, tagged, e);
+        self.ack(p, sender_op, Err(e), 0);
+    }
+
+    /// An error completion of `recv` with `e`.
+    pub(super) fn fail_recv(&self, recv: &Recv, tagged: bool, e: Errno) {
         if let Some(cq) = &self.rx_cq {
             cq.push_err(CqErrEntry::new(
                 recv.context,
@@ -83,7 +89,6 @@ impl Inner {
                 e,
             ));
         }
-        self.ack(p, sender_op, Err(e), 0);
     }
 
     /// Completes a receive that got `len` bytes of a `total`-byte message.
@@ -323,19 +328,21 @@ impl ShmEndpoint {
                 );
             }
             Pending::Remote(c) => match g.by_token.get(&c.sender) {
-                Some(&p) if !g.peers[p].dead => self.receive_remote(g, p, &c, recv, tagged, u.src),
-                _ => {
-                    if let Some(cq) = &g.rx_cq {
-                        cq.push_err(CqErrEntry::new(
-                            recv.context,
-                            FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
-                            Errno::CONNABORTED,
-                        ));
-                    }
-                }
+                Some(&p) => self.receive_from(g, p, &c, recv, tagged, u.src),
+                None => g.fail_recv(&recv, tagged, Errno::CONNABORTED),
             },
             // Never matched here: the endpoint we serve takes its own messages out itself.
             Pending::Foreign(_) => g.dropped += 1,
+        }
+    }
+
+    /// A message from peer `p` whose data is still in its memory (or in its command, for a
+    /// delivery-complete one): a receive fails at once if the peer is gone.
+    fn receive_from(&self, g: &mut Inner, p: usize, c: &Cmd, recv: Recv, tagged: bool, src: u64) {
+        if g.peers[p].dead {
+            g.fail_recv(&recv, tagged, Errno::CONNABORTED);
+        } else {
+            self.receive_remote(g, p, c, recv, tagged, src);
         }
     }
 
@@ -398,101 +405,101 @@ impl ShmEndpoint {
             g.dropped += 1;
             return;
         }
-        let src = g.refresh_fi_addr(p);
         let total = c.len as usize;
-        let cq_data = c.flags & F_CQ_DATA != 0;
-        if self.place_small(g, p, c, src, tagged) {
+        let known = match c.proto {
+            PROTO_INLINE => total <= BODY,
+            PROTO_BOUNCE => total <= BOUNCE_SIZE,
+            PROTO_IOV | PROTO_SEG => true,
+            _ => false,
+        };
+        if !known {
+            g.dropped += 1;
             return;
         }
-        let payload = match c.proto {
-            // Delivery-complete small messages are acknowledged when placed: keep the command.
-            PROTO_INLINE if total <= BODY && c.flags & F_ACK != 0 => Pending::Remote(Box::new(*c)),
-            PROTO_INLINE if total <= BODY => Pending::copy_of(&c.body[..total]),
-            PROTO_BOUNCE if total <= BOUNCE_SIZE => {
-                let Some(r) = g.peers[p].region.clone() else {
-                    // The sender's region was gone before we could map it (removed by hand or
-                    // by a sweep): the data is unreachable.
-                    g.dropped += 1;
-                    crate::fi_warn!(
-                        PROV_NAME,
-                        Subsys::EpData,
-                        "message of {total} bytes from {} lost: its region is gone",
-                        g.peers[p].addr
-                    );
-                    return;
-                };
-                g.fill_turn.copied_out(total);
-                let data = r.buf_with(c.aux as u32, 0, total, |s| s.to_vec());
-                r.buf_release(c.aux as u32);
-                match data {
-                    Some(d) => Pending::Inline(d),
-                    None => {
-                        g.dropped += 1;
-                        return;
-                    }
-                }
-            }
-            PROTO_IOV | PROTO_SEG => Pending::Remote(Box::new(*c)),
-            _ => {
-                g.dropped += 1;
-                return;
-            }
+        if c.proto == PROTO_BOUNCE && g.peers[p].region.is_none() {
+            // The sender's region was gone before we could map it (removed by hand or by a
+            // sweep): the data is unreachable.
+            g.dropped += 1;
+            crate::fi_warn!(
+                PROV_NAME,
+                Subsys::EpData,
+                "message of {total} bytes from {} lost: its region is gone",
+                g.peers[p].addr
+            );
+            return;
+        }
+        let src = g.refresh_fi_addr(p);
+        // One match, and the queue stays locked until the message is placed or parked: a
+        // receive posted in between (by another thread, or by the endpoint we serve) would
+        // otherwise miss it. `self.rxq` is `g.rxq`, reached without borrowing `g`; matching
+        // twice (once to place, once to park) was some 80 instructions of every unexpected
+        // small message (callgrind).
+        let mut q = self.rxq.lock();
+        if let Some(recv) = q.match_incoming(src, c.tag, tagged, total) {
+            drop(q);
+            self.place(g, p, c, recv, src, tagged);
+            return;
+        }
+        let Some(payload) = Self::hold(g, p, c) else {
+            g.dropped += 1;
+            return;
         };
         let u = Unexpected {
             src,
             tag: c.tag,
             len: total,
             data: c.data,
-            flags: if cq_data { FI_REMOTE_CQ_DATA } else { 0 },
+            flags: if c.flags & F_CQ_DATA != 0 {
+                FI_REMOTE_CQ_DATA
+            } else {
+                0
+            },
             claimed_by: None,
             origin: p,
             payload,
         };
-        // Matching and parking happen under one lock: a receive posted in between (by another
-        // thread, or by the endpoint we serve) would otherwise miss this message.
-        let mut q = g.rxq.lock();
-        match q.match_incoming(src, c.tag, tagged, total) {
-            Some(recv) => {
-                drop(q);
-                self.deliver(g, recv, tagged, u);
-            }
-            None => q.add_unexpected(u, tagged),
-        }
+        q.add_unexpected(u, tagged);
     }
 
-    /// A small message (inline, or in one of the sender's bounce buffers) that a posted receive
-    /// matches goes straight into that receive's buffer; without this it went through a
-    /// temporary Vec (an allocation and a second copy per message). False: not placed here.
-    fn place_small(&self, g: &mut Inner, p: usize, c: &Cmd, src: u64, tagged: bool) -> bool {
+    /// What an unexpected message keeps until a receive takes it; None: its bytes are
+    /// unreachable (a bounce index out of range).
+    fn hold(g: &mut Inner, p: usize, c: &Cmd) -> Option<Pending> {
         let total = c.len as usize;
-        let small = match c.proto {
-            PROTO_INLINE => total <= BODY && c.flags & F_ACK == 0,
-            PROTO_BOUNCE => total <= BOUNCE_SIZE,
-            _ => false,
-        };
-        if !small {
-            return false;
-        }
-        let region = if c.proto == PROTO_BOUNCE {
-            match g.peers[p].region.clone() {
-                Some(r) => Some(r),
-                None => return false,
-            }
-        } else {
-            None
-        };
-        let Some(recv) = g.rxq.lock().match_incoming(src, c.tag, tagged, total) else {
-            return false;
-        };
-        let dest = recv.target();
-        let got = match &region {
-            None => Some(scatter(&dest, 0, &c.body[..total])),
-            Some(r) => {
+        Some(match c.proto {
+            // Delivery-complete small messages are acknowledged when placed: keep the command.
+            PROTO_INLINE if c.flags & F_ACK != 0 => Pending::Remote(Box::new(*c)),
+            PROTO_INLINE => Pending::copy_of(&c.body[..total]),
+            PROTO_BOUNCE => {
                 g.fill_turn.copied_out(total);
-                let got = r.buf_with(c.aux as u32, 0, total, |s| scatter(&dest, 0, s));
+                let r = g.peers[p].region.as_deref()?;
+                let data = r.buf_with(c.aux as u32, 0, total, |s| s.to_vec());
                 r.buf_release(c.aux as u32);
-                got
+                Pending::Inline(data?)
             }
+            // PROTO_IOV, PROTO_SEG: the data stays in the sender's memory.
+            _ => Pending::Remote(Box::new(*c)),
+        })
+    }
+
+    /// Puts a message into the receive it matched on arrival. A small one goes straight from
+    /// the command or the sender's bounce buffer into the receive's buffer (without this it
+    /// went through a temporary Vec: an allocation and a second copy per message).
+    fn place(&self, g: &mut Inner, p: usize, c: &Cmd, recv: Recv, src: u64, tagged: bool) {
+        let total = c.len as usize;
+        let got = match c.proto {
+            PROTO_INLINE if c.flags & F_ACK == 0 => {
+                Some(scatter(&recv.target(), 0, &c.body[..total]))
+            }
+            PROTO_BOUNCE => {
+                g.fill_turn.copied_out(total);
+                g.peers[p].region.as_deref().and_then(|r| {
+                    let got = r.buf_with(c.aux as u32, 0, total, |s| scatter(&recv.target(), 0, s));
+                    r.buf_release(c.aux as u32);
+                    got
+                })
+            }
+            // Delivery-complete inline messages, and data still in the sender's memory.
+            _ => return self.receive_from(g, p, c, recv, tagged, src),
         };
         let cq_data = c.flags & F_CQ_DATA != 0;
         match got {
@@ -500,15 +507,8 @@ impl ShmEndpoint {
             // A bounce index out of range: the sender is broken; the receive fails.
             None => {
                 g.dropped += 1;
-                if let Some(cq) = &g.rx_cq {
-                    cq.push_err(CqErrEntry::new(
-                        recv.context,
-                        FI_RECV | if tagged { FI_TAGGED } else { FI_MSG },
-                        Errno::IO,
-                    ));
-                }
+                g.fail_recv(&recv, tagged, Errno::IO);
             }
         }
-        true
     }
 }
