@@ -38,6 +38,18 @@ fn push_back_at_front_if_empty<T>(q: &mut VecDeque<T>, v: T) {
     q.push_back(v);
 }
 
+/// `push_back_at_front_if_empty` for a receive just built: an empty entry is appended and
+/// the receive's fields are stored straight into it. Handed to `VecDeque::push_back` (not
+/// inlined), a receive built on the stack was read back with loads that straddled its fields'
+/// stores: a store-forwarding stall on every post (perf, 8-byte ping-pong).
+#[inline(always)]
+fn push_recv(q: &mut VecDeque<Recv>, recv: Recv) {
+    push_back_at_front_if_empty(q, Recv::EMPTY);
+    if let Some(slot) = q.back_mut() {
+        *slot = recv;
+    }
+}
+
 /// A posted receive buffer (fi_recv/fi_trecv and their msg variants).
 #[derive(Clone, Debug)]
 pub struct Recv {
@@ -58,6 +70,18 @@ pub struct Recv {
 }
 
 impl Recv {
+    const EMPTY: Recv = Recv {
+        iov: [IoVec::EMPTY; MAX_IOV],
+        iov_count: 0,
+        src: 0,
+        tag: 0,
+        ignore: 0,
+        context: 0,
+        flags: 0,
+        consumed: 0,
+        released: false,
+    };
+
     pub fn new(iov: &[IoVec], src: u64, tag: u64, ignore: u64, context: usize, flags: u64) -> Recv {
         let mut r = Recv {
             iov: [IoVec::EMPTY; MAX_IOV],
@@ -70,11 +94,13 @@ impl Recv {
             consumed: 0,
             released: false,
         };
-        match iov {
-            // The common receive, one buffer: a variable-length copy was a call to memcpy
-            // (29 instructions of every post, callgrind).
-            [one] => r.iov[0] = *one,
-            _ => r.iov[..r.iov_count].copy_from_slice(&iov[..r.iov_count]),
+        // Element by element, not a variable-length copy: that was a call to memcpy (29
+        // instructions of every post, callgrind), and it kept `r` in memory, to be copied
+        // again with loads that straddled its fields' stores (a store-forwarding stall, perf).
+        for (i, v) in r.iov.iter_mut().enumerate() {
+            if i < r.iov_count {
+                *v = iov[i];
+            }
         }
         r
     }
@@ -106,9 +132,16 @@ impl Recv {
     /// Whether a message from `src` with `tag` matches this receive (`directed`: whether the
     /// endpoint honours source filters, FI_DIRECTED_RECV).
     pub fn matches(&self, src: u64, tag: u64, tagged: bool, directed: bool) -> bool {
-        let src_ok = !directed || self.src == FI_ADDR_UNSPEC || self.src == src;
-        let tag_ok = !tagged || (self.tag | self.ignore) == (tag | self.ignore);
-        src_ok && tag_ok
+        self.key().matches(src, tag, tagged, directed)
+    }
+
+    /// What a message must have to match this receive.
+    pub fn key(&self) -> RecvKey {
+        RecvKey {
+            src: self.src,
+            tag: self.tag,
+            ignore: self.ignore,
+        }
     }
 
     /// The destination of a message placed `self.consumed` bytes into this receive: for a
@@ -131,6 +164,25 @@ impl Recv {
             off = 0;
         }
         t
+    }
+}
+
+/// A receive's filter: source (`FI_ADDR_UNSPEC`: any), tag and ignored tag bits.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvKey {
+    src: u64,
+    tag: u64,
+    ignore: u64,
+}
+
+impl RecvKey {
+    /// Whether a message from `src` with `tag` passes (`directed`: whether the endpoint honours
+    /// source filters, FI_DIRECTED_RECV).
+    #[inline]
+    pub fn matches(&self, src: u64, tag: u64, tagged: bool, directed: bool) -> bool {
+        let src_ok = !directed || self.src == FI_ADDR_UNSPEC || self.src == src;
+        let tag_ok = !tagged || (self.tag | self.ignore) == (tag | self.ignore);
+        src_ok && tag_ok
     }
 }
 
@@ -275,6 +327,10 @@ impl<U> RxQueue<U> {
     #[inline(always)]
     pub fn post(&mut self, recv: Recv, tagged: bool) -> PostOutcome<U> {
         let directed = self.directed;
+        // The scan borrows a copy of the filter, not the receive: a borrowed receive is kept
+        // in memory, and then copied into the queue with loads that straddle its fields'
+        // stores (a store-forwarding stall on every post, perf).
+        let key = recv.key();
         let unexp = if tagged {
             &mut self.tag_unexp
         } else {
@@ -282,7 +338,7 @@ impl<U> RxQueue<U> {
         };
         let found = unexp
             .iter()
-            .position(|u| u.claimed_by.is_none() && recv.matches(u.src, u.tag, tagged, directed));
+            .position(|u| u.claimed_by.is_none() && key.matches(u.src, u.tag, tagged, directed));
         match found.and_then(|i| take_at(unexp, i)) {
             Some(u) => {
                 let mut recv = recv;
@@ -304,7 +360,7 @@ impl<U> RxQueue<U> {
                 } else {
                     &mut self.msg
                 };
-                push_back_at_front_if_empty(q, recv);
+                push_recv(q, recv);
                 PostOutcome::Queued
             }
         }

@@ -55,12 +55,11 @@ use crate::util::av::Av;
 use crate::util::cntr::Cntr;
 use crate::util::cq::Cq;
 use crate::util::ep::{AtomicKind, AtomicOp, MsgOp, OpFlags, RmaOp};
-use crate::util::hash::U64Map;
 use crate::util::mr::MrCache;
 use crate::util::rxq::{Recv, SharedRxQueue, Unexpected};
 use crate::util::slab::Slab;
 use crate::util::{Bind, Endpoint, Progress};
-use peer::Peer;
+use peer::{Peer, PeerIndex};
 use segment::RxOp;
 use tx::TxOp;
 
@@ -127,13 +126,11 @@ struct Inner {
     cntr: Counters,
     rxq: SharedRxQueue<Pending>,
     peers: Vec<Peer>,
-    by_addr: U64Map<usize>,
+    by_addr: PeerIndex,
     /// AV removals seen (`Av::removed_since`) when `by_addr` and the peers' `fi_addr` were last
     /// made right (`sync_av`).
     av_removals: u64,
-    by_token: U64Map<usize>,
-    /// The last `by_token` entry found (`Inner::peer_of`).
-    last_sender: Option<(u64, usize)>,
+    by_token: PeerIndex,
     tx_ops: Slab<TxOp>,
     rx_ops: Slab<RxOp>,
     /// Ids of the `tx_ops` that push segments (a GO came) and of the `rx_ops` that push a read
@@ -347,10 +344,9 @@ impl ShmEndpoint {
                     cntr: Counters::default(),
                     rxq,
                     peers: Vec::new(),
-                    by_addr: U64Map::default(),
+                    by_addr: PeerIndex::default(),
                     av_removals: 0,
-                    by_token: U64Map::default(),
-                    last_sender: None,
+                    by_token: PeerIndex::default(),
                     tx_ops: Slab::new(),
                     rx_ops: Slab::new(),
                     tx_pushing: Vec::new(),

@@ -89,7 +89,7 @@ impl ShmEndpoint {
             self.handle_connect(g, c);
             return;
         }
-        let Some(p) = g.peer_of(c.sender) else {
+        let Some(p) = g.by_token.get(c.sender) else {
             g.dropped += 1;
             return;
         };

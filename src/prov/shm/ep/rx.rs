@@ -303,7 +303,7 @@ impl ShmEndpoint {
     /// Drops an unexpected message (FI_DISCARD): a waiting sender is told it was delivered.
     pub(super) fn discard(&self, g: &mut Inner, u: Unexpected<Pending>) {
         if let Pending::Remote(c) = u.payload
-            && let Some(&p) = g.by_token.get(&c.sender)
+            && let Some(p) = g.by_token.get(c.sender)
         {
             g.ack(p, c.op_id, Ok(()), 0);
         }
@@ -327,8 +327,8 @@ impl ShmEndpoint {
                     got,
                 );
             }
-            Pending::Remote(c) => match g.by_token.get(&c.sender) {
-                Some(&p) => self.receive_from(g, p, &c, recv, tagged, u.src),
+            Pending::Remote(c) => match g.by_token.get(c.sender) {
+                Some(p) => self.receive_from(g, p, &c, recv, tagged, u.src),
                 None => g.fail_recv(&recv, tagged, Errno::CONNABORTED),
             },
             // Never matched here: the endpoint we serve takes its own messages out itself.
