@@ -416,12 +416,29 @@ impl<U> RxQueue<U> {
 
     /// Parks an unexpected message.
     pub fn add_unexpected(&mut self, u: Unexpected<U>, tagged: bool) {
+        self.add_unexpected_with(tagged, u, |_| {});
+    }
+
+    /// Parks an unexpected message written into its queue slot: `blank` is appended and `fill`
+    /// completes it there. With a `blank` of constants, nothing built on the stack is copied
+    /// in: a message handed over whole was copied with loads straddling its fields' stores (a
+    /// store-forwarding stall per message, perf).
+    #[inline(always)]
+    pub fn add_unexpected_with(
+        &mut self,
+        tagged: bool,
+        blank: Unexpected<U>,
+        fill: impl FnOnce(&mut Unexpected<U>),
+    ) {
         let q = if tagged {
             &mut self.tag_unexp
         } else {
             &mut self.msg_unexp
         };
-        push_back_at_front_if_empty(q, u);
+        push_back_at_front_if_empty(q, blank);
+        if let Some(u) = q.back_mut() {
+            fill(u);
+        }
     }
 
     /// fi_tagged(3) `FI_PEEK`: looks for an unexpected message matching `recv`. With `claim`

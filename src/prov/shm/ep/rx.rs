@@ -36,6 +36,20 @@ pub enum Pending {
     Foreign(u64),
 }
 
+/// An unexpected message before `handle_msg` fills it in, in its queue slot: a constant, copied
+/// from read-only data (built on the stack, its parts were read back with loads straddling
+/// their stores: a store-forwarding stall, perf).
+const BLANK: Unexpected<Pending> = Unexpected {
+    src: 0,
+    tag: 0,
+    len: 0,
+    data: 0,
+    flags: 0,
+    claimed_by: None,
+    origin: 0,
+    payload: Pending::Foreign(0),
+};
+
 /// The largest unexpected message held in `Pending::Small`.
 const SMALL_INLINE: usize = 56;
 
@@ -440,25 +454,40 @@ impl ShmEndpoint {
             self.place(g, p, c, recv, src, tagged);
             return;
         }
-        let Some(payload) = Self::hold(g, p, c) else {
-            g.dropped += 1;
-            return;
+        // A small inline message's bytes go straight into its queue slot (`Pending::Small`).
+        let small = c.proto == PROTO_INLINE && c.flags & F_ACK == 0 && total <= SMALL_INLINE;
+        let payload = if small {
+            Pending::Foreign(0)
+        } else {
+            match Self::hold(g, p, c) {
+                Some(payload) => payload,
+                None => {
+                    g.dropped += 1;
+                    return;
+                }
+            }
         };
-        let u = Unexpected {
-            src,
-            tag: c.tag,
-            len: total,
-            data: c.data,
-            flags: if c.flags & F_CQ_DATA != 0 {
-                FI_REMOTE_CQ_DATA
+        q.add_unexpected_with(tagged, BLANK, |u| {
+            u.src = src;
+            u.tag = c.tag;
+            u.len = total;
+            u.data = c.data;
+            if c.flags & F_CQ_DATA != 0 {
+                u.flags = FI_REMOTE_CQ_DATA;
+            }
+            u.origin = p;
+            if small {
+                u.payload = Pending::Small {
+                    len: total as u8,
+                    data: [0; SMALL_INLINE],
+                };
+                if let Pending::Small { data, .. } = &mut u.payload {
+                    data[..total].copy_from_slice(&c.body[..total]);
+                }
             } else {
-                0
-            },
-            claimed_by: None,
-            origin: p,
-            payload,
-        };
-        q.add_unexpected(u, tagged);
+                u.payload = payload;
+            }
+        });
     }
 
     /// What an unexpected message keeps until a receive takes it; None: its bytes are
