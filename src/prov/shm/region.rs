@@ -388,7 +388,7 @@ impl Region {
         // SAFETY: as above; `CMD_PREFIX <= n <= CMD_SIZE` keeps both ranges inside the slot and
         // `out`.
         unsafe {
-            core::ptr::copy_nonoverlapping(
+            crate::sys::mem::copy_bytes(
                 src.wrapping_add(CMD_PREFIX),
                 out.as_mut_ptr().add(CMD_PREFIX),
                 n - CMD_PREFIX,
