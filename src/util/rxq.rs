@@ -562,11 +562,13 @@ impl<U> SharedRxQueue<U> {
     /// (`posts_alone`): the queue's lock orders it against arrivals, which match under it, and
     /// the endpoint's lock is needed only to deliver a waiting message that matched. None when
     /// the endpoint's lock is needed first (a directed receive while waiting messages have
-    /// sources still unknown); `AGAIN` when `max_posted` receives wait already.
+    /// sources still unknown); `AGAIN` when `max_posted` receives wait already. The receive is
+    /// taken by value, not built by a closure: efa's post did not inline the closure, and built
+    /// the receive in memory to copy it twice (a call to memcpy and a store-forwarding stall).
     #[inline(always)]
     pub fn post_alone(
         &self,
-        recv: impl FnOnce() -> Recv,
+        recv: Recv,
         directed: bool,
         tagged: bool,
         max_posted: usize,
@@ -578,7 +580,7 @@ impl<U> SharedRxQueue<U> {
         if q.posted() >= max_posted {
             return Some(Err(Errno::AGAIN));
         }
-        Some(Ok(q.post(recv(), tagged)))
+        Some(Ok(q.post(recv, tagged)))
     }
 
     /// fi_cancel(3) of the receive posted with `context`: it leaves the queue and completes
@@ -685,9 +687,8 @@ mod tests {
             assert!(!posts_alone(flags, tagged), "{flags:#x}");
         }
         let q: SharedRxQueue<u32> = SharedRxQueue::new(true);
-        let post = |src, ctx, max| {
-            q.post_alone(|| recv(src, 5, 0, ctx, 0), src != FI_ADDR_UNSPEC, true, max)
-        };
+        let post =
+            |src, ctx, max| q.post_alone(recv(src, 5, 0, ctx, 0), src != FI_ADDR_UNSPEC, true, max);
         assert!(matches!(
             post(FI_ADDR_UNSPEC, 1, 2),
             Some(Ok(PostOutcome::Queued))

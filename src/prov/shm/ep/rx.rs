@@ -185,7 +185,7 @@ impl ShmEndpoint {
             if !self.live.load(Ordering::Acquire) {
                 return Err(Errno::OPBADSTATE);
             }
-            let recv = || Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
+            let recv = Recv::new(op.iov, src, op.tag, op.ignore, op.context, flags);
             if let Some(posted) =
                 self.rxq
                     .post_alone(recv, src != FI_ADDR_UNSPEC, tagged, usize::MAX)
