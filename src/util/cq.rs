@@ -223,7 +223,7 @@ impl Cq {
     #[inline(always)]
     pub fn push(&self, e: CqEntry) {
         let mut q = self.lock();
-        q.push_back(Slot::Ok(e));
+        super::push_back_at_front_if_empty(&mut q, Slot::Ok(e));
         self.queued.store(q.len(), Ordering::Release);
         drop(q);
         if let Some(w) = &self.wait {
@@ -234,7 +234,7 @@ impl Cq {
     /// Adds an error completion (provider side).
     pub fn push_err(&self, e: CqErrEntry) {
         let mut q = self.lock();
-        q.push_back(Slot::Err(Box::new(e)));
+        super::push_back_at_front_if_empty(&mut q, Slot::Err(Box::new(e)));
         self.queued.store(q.len(), Ordering::Release);
         drop(q);
         if let Some(w) = &self.wait {
@@ -357,13 +357,6 @@ impl Cq {
                 Some(Slot::Err(_)) if n == 0 => return Err(Errno::AVAIL),
                 _ => break,
             }
-        }
-        if q.is_empty() {
-            // Back to the start of the buffer (`clear` resets the head): entries that go as
-            // fast as they come then reuse the same few lines, where walking the whole
-            // buffer (64 KiB at the default size) missed the L1 cache on every push (perf,
-            // 8-byte message rate).
-            q.clear();
         }
         self.queued.store(q.len(), Ordering::Release);
         if n == 0 { Err(Errno::AGAIN) } else { Ok(n) }

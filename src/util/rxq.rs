@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use super::push_back_at_front_if_empty;
 use crate::sys::lock::{SpinGuard, SpinLock};
 
 use crate::abi::consts::*;
@@ -25,17 +26,6 @@ pub const MAX_IOV: usize = 4;
 #[inline]
 fn take_at<T>(q: &mut VecDeque<T>, i: usize) -> Option<T> {
     if i == 0 { q.pop_front() } else { q.remove(i) }
-}
-
-/// Appends `v`; an empty queue starts again at the front of its buffer (`clear` resets the
-/// head), so that receives and messages matched as fast as they come reuse the same cached
-/// lines rather than walking the whole buffer.
-#[inline(always)]
-fn push_back_at_front_if_empty<T>(q: &mut VecDeque<T>, v: T) {
-    if q.is_empty() {
-        q.clear();
-    }
-    q.push_back(v);
 }
 
 /// `push_back_at_front_if_empty` for a receive just built: an empty entry is appended and

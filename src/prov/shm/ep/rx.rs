@@ -442,13 +442,13 @@ impl ShmEndpoint {
             self.place(g, p, c, recv, src, tagged);
             return;
         }
-        // A small inline message's bytes go straight into its queue slot (`Pending::Small`).
-        let small = c.proto == PROTO_INLINE && c.flags & F_ACK == 0 && total <= SMALL_INLINE;
-        let payload = if small {
-            Pending::Foreign(0)
+        // A small inline message's bytes go straight into its queue slot (`Pending::Small`,
+        // below); anything else is held as `hold` says.
+        let held = if c.proto == PROTO_INLINE && c.flags & F_ACK == 0 && total <= SMALL_INLINE {
+            None
         } else {
             match Self::hold(g, p, c) {
-                Some(payload) => payload,
+                Some(payload) => Some(payload),
                 None => {
                     g.dropped += 1;
                     return;
@@ -464,16 +464,15 @@ impl ShmEndpoint {
                 u.flags = FI_REMOTE_CQ_DATA;
             }
             u.origin = p;
-            if small {
-                u.payload = Pending::Small {
+            u.payload = match held {
+                Some(payload) => payload,
+                None => Pending::Small {
                     len: total as u8,
                     data: [0; SMALL_INLINE],
-                };
-                if let Pending::Small { data, .. } = &mut u.payload {
-                    data[..total].copy_from_slice(&c.body[..total]);
-                }
-            } else {
-                u.payload = payload;
+                },
+            };
+            if let Pending::Small { data, .. } = &mut u.payload {
+                data[..total].copy_from_slice(&c.body[..total]);
             }
         });
     }
