@@ -11,6 +11,12 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 pub trait Progress: Send + Sync {
     fn progress(&self);
 
+    /// `progress`, called when this source's idle hint has just said it has work: a source
+    /// whose `progress` asks the same question first skips it here.
+    fn progress_busy(&self) {
+        self.progress();
+    }
+
     /// A file descriptor that becomes readable when progress may have work (a socket), for
     /// `FI_WAIT_FD` wait objects and blocking reads.
     fn wait_fd(&self) -> Option<RawFd> {
@@ -48,11 +54,18 @@ struct Source {
 impl Source {
     /// Runs the source's progress unless its hint says there is nothing to do or it is gone.
     fn run(&self) {
-        if self.idle.as_ref().is_some_and(|i| i.idle()) {
-            return;
-        }
-        if let Some(p) = self.progress.upgrade() {
-            p.progress();
+        match &self.idle {
+            Some(i) if i.idle() => {}
+            Some(_) => {
+                if let Some(p) = self.progress.upgrade() {
+                    p.progress_busy();
+                }
+            }
+            None => {
+                if let Some(p) = self.progress.upgrade() {
+                    p.progress();
+                }
+            }
         }
     }
 }

@@ -134,6 +134,28 @@ impl Recv {
         }
     }
 
+    /// Copies `data` into this receive, `self.consumed` bytes in (where `target` begins);
+    /// returns the bytes copied. No `Target` is built: that took some 25 instructions of every
+    /// small message (callgrind).
+    #[inline]
+    pub fn place(&self, data: &[u8]) -> usize {
+        crate::sys::mem::scatter(self.iov(), self.consumed, data)
+    }
+
+    /// The address a message placed into this receive begins at (`target`'s first byte; 0 when
+    /// the receive has no room left), for the completion's `buf`.
+    #[inline]
+    pub fn first_addr(&self) -> usize {
+        let mut off = self.consumed;
+        for v in self.iov() {
+            if off < v.len() {
+                return v.addr() + off;
+            }
+            off -= v.len();
+        }
+        0
+    }
+
     /// The destination of a message placed `self.consumed` bytes into this receive: for a
     /// multi-receive buffer, the sub-range still free; otherwise the whole buffer.
     pub fn target(&self) -> Target {
@@ -326,9 +348,15 @@ impl<U> RxQueue<U> {
         } else {
             &mut self.msg_unexp
         };
-        let found = unexp
-            .iter()
-            .position(|u| u.claimed_by.is_none() && key.matches(u.src, u.tag, tagged, directed));
+        // An empty queue (the common case when receives are posted ahead) is not scanned:
+        // `VecDeque`'s iterator was two calls, some 45 instructions of every post (callgrind).
+        let found = if unexp.is_empty() {
+            None
+        } else {
+            unexp
+                .iter()
+                .position(|u| u.claimed_by.is_none() && key.matches(u.src, u.tag, tagged, directed))
+        };
         match found.and_then(|i| take_at(unexp, i)) {
             Some(u) => {
                 let mut recv = recv;
@@ -380,6 +408,46 @@ impl<U> RxQueue<U> {
             return Some(r);
         }
         take_at(q, i)
+    }
+
+    /// Like `match_incoming`, but the receive is handed to `place` where it sits in the queue
+    /// instead of being moved out: a receive moved out and on through the provider's delivery
+    /// was some 20 instructions of copying per small message (callgrind). `Some(true)`: `place`
+    /// placed the message and the receive is gone; `Some(false)`: a receive matched but was
+    /// left posted, because `place` declined it or it is a multi-receive buffer (`place` is
+    /// not called): take it with `match_incoming`. `place` runs with the queue locked: it must
+    /// not lock it again.
+    #[inline(always)]
+    pub fn match_incoming_with(
+        &mut self,
+        src: u64,
+        tag: u64,
+        tagged: bool,
+        place: impl FnOnce(&Recv) -> bool,
+    ) -> Option<bool> {
+        let directed = self.directed;
+        let q = if tagged {
+            &mut self.tagged
+        } else {
+            &mut self.msg
+        };
+        // The first receive nearly always matches: looked at alone, without setting up
+        // `VecDeque`'s iterator over its two slices (some 20 instructions, callgrind).
+        let i = match q.front() {
+            Some(r) if r.matches(src, tag, tagged, directed) => 0,
+            _ => q
+                .iter()
+                .position(|r| r.matches(src, tag, tagged, directed))?,
+        };
+        if q[i].flags & FI_MULTI_RECV != 0 || !place(&q[i]) {
+            return Some(false);
+        }
+        if i == 0 {
+            q.pop_front();
+        } else {
+            q.remove(i);
+        }
+        Some(true)
     }
 
     /// The next unexpected message for the still-posted multi-receive buffer `context` (after
@@ -733,6 +801,62 @@ mod tests {
         assert!(matches!(p, Peek::Found { .. }));
         assert_eq!(dropped.unwrap().payload, 300);
         assert_eq!(q.unexpected(), 0);
+    }
+
+    #[test]
+    fn a_receive_is_placed_where_it_sits_and_then_leaves() {
+        let mut q: RxQueue<u32> = RxQueue::new(false);
+        q.post(recv(FI_ADDR_UNSPEC, 1, 0, 1, 0), true);
+        q.post(recv(FI_ADDR_UNSPEC, 2, 0, 2, 0), true);
+        // The second receive matches: placed from its slot, the first stays posted.
+        let mut seen = vec![];
+        let placed = q.match_incoming_with(7, 2, true, |r| {
+            seen.push(r.context);
+            true
+        });
+        assert_eq!((placed, seen.as_slice()), (Some(true), &[2][..]));
+        assert_eq!(q.posted(), 1);
+        // Declined: the receive stays posted, for `match_incoming` to take.
+        assert_eq!(q.match_incoming_with(7, 1, true, |_| false), Some(false));
+        assert_eq!(q.posted(), 1);
+        assert_eq!(q.match_incoming(7, 1, true, 8).map(|r| r.context), Some(1));
+        assert_eq!(q.match_incoming_with(7, 1, true, |_| true), None);
+        // A multi-receive buffer is never handed over in place: its space is taken by
+        // `match_incoming`.
+        q.set_min_multi_recv(16);
+        q.post(recv(FI_ADDR_UNSPEC, 0, 0, 3, FI_MULTI_RECV), false);
+        let placed = q.match_incoming_with(7, 0, false, |_| panic!("placed in place"));
+        assert_eq!(placed, Some(false));
+        assert_eq!(
+            q.match_incoming(7, 0, false, 8).map(|r| r.consumed),
+            Some(0)
+        );
+        assert_eq!(
+            q.match_incoming(7, 0, false, 8).map(|r| r.consumed),
+            Some(8)
+        );
+    }
+
+    #[test]
+    fn place_and_first_addr_agree_with_target() {
+        let (a, b) = (buf(16), buf(32));
+        let mut r = Recv::new(&[a, b], FI_ADDR_UNSPEC, 0, 0, 1, 0);
+        let data: Vec<u8> = (1..=24).collect();
+        for consumed in [0, 5, 16, 20, 48] {
+            r.consumed = consumed;
+            let t = r.target();
+            assert_eq!(
+                r.first_addr(),
+                t.first().map_or(0, IoVec::addr),
+                "at {consumed}"
+            );
+            // The bytes land where `target` begins, and as many as it holds.
+            let room: usize = t.iter().map(IoVec::len).sum();
+            assert_eq!(r.place(&data), data.len().min(room), "at {consumed}");
+            let mut back = vec![0u8; data.len().min(room)];
+            crate::sys::mem::gather(&t, 0, &mut back);
+            assert_eq!(back, data[..back.len()], "at {consumed}");
+        }
     }
 
     #[test]

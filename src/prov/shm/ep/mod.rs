@@ -421,6 +421,11 @@ impl Progress for ShmEndpoint {
         if crate::util::provider::Idle::idle(&*self.idle) {
             return;
         }
+        self.progress_busy();
+    }
+
+    /// Through a CQ or counter, whose `Source` has just asked our idle hint.
+    fn progress_busy(&self) {
         // A thread already progressing this endpoint does the work for everyone.
         let Some(g) = self.inner.try_lock() else {
             return;

@@ -11,7 +11,7 @@ use crate::prov::shm::PROV_NAME;
 use crate::prov::shm::cmd::*;
 use crate::prov::shm::region::BOUNCE_SIZE;
 use crate::sys::cma;
-use crate::sys::mem::{IoVec, iov_len, scatter};
+use crate::sys::mem::{iov_len, scatter};
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::MsgOp;
 use std::sync::atomic::Ordering;
@@ -111,7 +111,7 @@ impl Inner {
             cq_flags |= FI_REMOTE_CQ_DATA;
         }
         let multi = recv.flags & FI_MULTI_RECV != 0;
-        let buf = recv.target().first().map_or(0, IoVec::addr);
+        let buf = recv.first_addr();
         let released = multi && recv.released;
         if released {
             cq_flags |= FI_MULTI_RECV;
@@ -317,7 +317,7 @@ impl ShmEndpoint {
         match u.payload {
             Pending::Small { .. } | Pending::Inline(_) => {
                 let data = u.payload.held().unwrap_or_default();
-                let got = scatter(&recv.target(), 0, data);
+                let got = recv.place(data);
                 g.complete_recv(
                     &recv,
                     tagged,
@@ -401,6 +401,7 @@ impl ShmEndpoint {
         self.start_pull(g, p, c.op_id, rx);
     }
 
+    #[inline(always)]
     pub(super) fn handle_msg(&self, g: &mut Inner, p: usize, c: &Cmd) {
         let tagged = c.flags & F_TAGGED != 0;
         if (tagged && self.caps & FI_TAGGED == 0) || (!tagged && self.caps & FI_MSG == 0) {
@@ -437,10 +438,23 @@ impl ShmEndpoint {
         // twice (once to place, once to park) was some 80 instructions of every unexpected
         // small message (callgrind).
         let mut q = self.rxq.lock();
-        if let Some(recv) = q.match_incoming(src, c.tag, tagged, total) {
-            drop(q);
-            self.place(g, p, c, recv, src, tagged);
-            return;
+        match q.match_incoming_with(src, c.tag, tagged, |recv| {
+            Self::place(g, p, c, recv, src, tagged)
+        }) {
+            Some(true) => return,
+            Some(false) => {
+                // A multi-receive buffer, or data still with the sender: the receive is taken
+                // out (the queue is still locked: the same one matches), the message placed or
+                // received once the queue is unlocked.
+                if let Some(recv) = q.match_incoming(src, c.tag, tagged, total) {
+                    drop(q);
+                    if !Self::place(g, p, c, &recv, src, tagged) {
+                        self.receive_from(g, p, c, recv, tagged, src);
+                    }
+                    return;
+                }
+            }
+            None => {}
         }
         // A small inline message's bytes go straight into its queue slot (`Pending::Small`,
         // below); anything else is held as `hold` says.
@@ -498,34 +512,35 @@ impl ShmEndpoint {
         })
     }
 
-    /// Puts a message into the receive it matched on arrival. A small one goes straight from
-    /// the command or the sender's bounce buffer into the receive's buffer (without this it
-    /// went through a temporary Vec: an allocation and a second copy per message).
-    fn place(&self, g: &mut Inner, p: usize, c: &Cmd, recv: Recv, src: u64, tagged: bool) {
+    /// Puts a message into the receive it matched on arrival (where the receive sits in its
+    /// locked queue, or taken out of it). A small one goes straight from the command or the
+    /// sender's bounce buffer into the receive's buffer (without this it went through a
+    /// temporary Vec: an allocation and a second copy per message). False, touching nothing:
+    /// the message is to be received from the sender (`receive_from`), with the queue unlocked.
+    fn place(g: &mut Inner, p: usize, c: &Cmd, recv: &Recv, src: u64, tagged: bool) -> bool {
         let total = c.len as usize;
         let got = match c.proto {
-            PROTO_INLINE if c.flags & F_ACK == 0 => {
-                Some(scatter(&recv.target(), 0, &c.body[..total]))
-            }
+            PROTO_INLINE if c.flags & F_ACK == 0 => Some(recv.place(&c.body[..total])),
             PROTO_BOUNCE => {
                 g.fill_turn.copied_out(total);
                 g.peers[p].region.as_deref().and_then(|r| {
-                    let got = r.buf_with(c.aux as u32, 0, total, |s| scatter(&recv.target(), 0, s));
+                    let got = r.buf_with(c.aux as u32, 0, total, |s| recv.place(s));
                     r.buf_release(c.aux as u32);
                     got
                 })
             }
             // Delivery-complete inline messages, and data still in the sender's memory.
-            _ => return self.receive_from(g, p, c, recv, tagged, src),
+            _ => return false,
         };
         let cq_data = c.flags & F_CQ_DATA != 0;
         match got {
-            Some(got) => g.complete_recv(&recv, tagged, src, c.tag, c.data, cq_data, total, got),
+            Some(got) => g.complete_recv(recv, tagged, src, c.tag, c.data, cq_data, total, got),
             // A bounce index out of range: the sender is broken; the receive fails.
             None => {
                 g.dropped += 1;
-                g.fail_recv(&recv, tagged, Errno::IO);
+                g.fail_recv(recv, tagged, Errno::IO);
             }
         }
+        true
     }
 }

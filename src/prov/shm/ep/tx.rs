@@ -231,7 +231,24 @@ impl Inner {
         Ok(id)
     }
 
+    /// Completes an operation of ours: a CQ entry if one is due, a count if a counter is
+    /// bound. The check is inlined: an injected send, which completes nothing unless a counter
+    /// is bound, made a call for it (some 25 instructions per send, callgrind).
+    #[inline(always)]
     pub(super) fn complete_tx(
+        &self,
+        context: usize,
+        flags: u64,
+        cq_flags: u64,
+        len: usize,
+        cntr: CntrKind,
+    ) {
+        if flags & FI_COMPLETION != 0 || self.cntr.get(cntr).is_some() {
+            self.complete_tx_due(context, flags, cq_flags, len, cntr);
+        }
+    }
+
+    fn complete_tx_due(
         &self,
         context: usize,
         flags: u64,
