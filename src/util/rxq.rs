@@ -28,15 +28,130 @@ fn take_at<T>(q: &mut VecDeque<T>, i: usize) -> Option<T> {
     if i == 0 { q.pop_front() } else { q.remove(i) }
 }
 
-/// `push_back_at_front_if_empty` for a receive just built: an empty entry is appended and
-/// the receive's fields are stored straight into it. Handed to `VecDeque::push_back` (not
-/// inlined), a receive built on the stack was read back with loads that straddled its fields'
-/// stores: a store-forwarding stall on every post (perf, 8-byte ping-pong).
-#[inline(always)]
-fn push_recv(q: &mut VecDeque<Recv>, recv: Recv) {
-    push_back_at_front_if_empty(q, Recv::EMPTY);
-    if let Some(slot) = q.back_mut() {
-        *slot = recv;
+/// Posted receives in the order they were posted: a ring over slots that stay allocated, so
+/// that a receive is stored field by field straight into its slot (`push_back`, in line), and
+/// taking the first is two stores. A `VecDeque` made both calls: its `push_back` copied a
+/// receive built on the stack with loads that straddled its fields' stores (a
+/// store-forwarding stall, perf), and appending a blank entry to fill in place cost some 35
+/// instructions of every post (callgrind). An empty ring starts again at its first slot, so
+/// that receives posted and taken one at a time reuse the same cached lines.
+#[derive(Debug, Default)]
+struct Posted {
+    /// A power of two in length (or empty), every slot a receive or `Recv::EMPTY`.
+    slots: Vec<Recv>,
+    head: usize,
+    len: usize,
+}
+
+impl Posted {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The slot of the `i`-th receive (`i < len`).
+    #[inline(always)]
+    fn slot(&self, i: usize) -> usize {
+        (self.head + i) & (self.slots.len() - 1)
+    }
+
+    #[inline(always)]
+    fn front(&self) -> Option<&Recv> {
+        (self.len > 0).then(|| &self.slots[self.head])
+    }
+
+    #[inline(always)]
+    fn iter(&self) -> impl Iterator<Item = &Recv> {
+        (0..self.len).map(|i| &self.slots[self.slot(i)])
+    }
+
+    /// A plain loop: `Iterator::position` over `iter`, and `find` over the indexes, were each
+    /// a call to a `try_fold` that was not inlined (some 30 instructions per message).
+    #[inline(always)]
+    #[allow(clippy::manual_find)]
+    fn position(&self, mut pred: impl FnMut(&Recv) -> bool) -> Option<usize> {
+        for i in 0..self.len {
+            if pred(&self.slots[self.slot(i)]) {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    #[inline(always)]
+    fn push_back(&mut self, recv: Recv) {
+        if self.len == self.slots.len() {
+            self.grow();
+        }
+        let i = self.slot(self.len);
+        self.slots[i] = recv;
+        self.len += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let mut slots = vec![Recv::EMPTY; (self.slots.len() * 2).max(8)];
+        for (i, s) in slots.iter_mut().enumerate().take(self.len) {
+            *s = self.slots[self.slot(i)].clone();
+        }
+        self.slots = slots;
+        self.head = 0;
+    }
+
+    /// Drops the first receive.
+    #[inline(always)]
+    fn pop_front(&mut self) {
+        if self.len > 0 {
+            self.len -= 1;
+            self.head = if self.len == 0 { 0 } else { self.slot(1) };
+        }
+    }
+
+    /// Takes the `i`-th receive out; those after it move up.
+    fn remove(&mut self, i: usize) -> Option<Recv> {
+        if i >= self.len {
+            return None;
+        }
+        let r = self.slots[self.slot(i)].clone();
+        for k in i..self.len - 1 {
+            let (to, from) = (self.slot(k), self.slot(k + 1));
+            self.slots[to] = self.slots[from].clone();
+        }
+        self.len -= 1;
+        if self.len == 0 {
+            self.head = 0;
+        }
+        Some(r)
+    }
+
+    /// Takes the `i`-th receive out; the first (nearly always the one that matches) without
+    /// moving the others.
+    #[inline(always)]
+    fn take(&mut self, i: usize) -> Option<Recv> {
+        if i == 0 {
+            let r = self.front()?.clone();
+            self.pop_front();
+            Some(r)
+        } else {
+            self.remove(i)
+        }
+    }
+}
+
+impl std::ops::Index<usize> for Posted {
+    type Output = Recv;
+    #[inline(always)]
+    fn index(&self, i: usize) -> &Recv {
+        assert!(i < self.len, "posted receive {i} of {}", self.len);
+        &self.slots[self.slot(i)]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Posted {
+    #[inline(always)]
+    fn index_mut(&mut self, i: usize) -> &mut Recv {
+        assert!(i < self.len, "posted receive {i} of {}", self.len);
+        let s = self.slot(i);
+        &mut self.slots[s]
     }
 }
 
@@ -254,8 +369,8 @@ pub enum Peek {
 
 #[derive(Debug)]
 pub struct RxQueue<U> {
-    msg: VecDeque<Recv>,
-    tagged: VecDeque<Recv>,
+    msg: Posted,
+    tagged: Posted,
     msg_unexp: VecDeque<Unexpected<U>>,
     tag_unexp: VecDeque<Unexpected<U>>,
     directed: bool,
@@ -266,8 +381,8 @@ pub struct RxQueue<U> {
 impl<U> RxQueue<U> {
     pub fn new(directed: bool) -> RxQueue<U> {
         RxQueue {
-            msg: VecDeque::new(),
-            tagged: VecDeque::new(),
+            msg: Posted::default(),
+            tagged: Posted::default(),
             msg_unexp: VecDeque::new(),
             tag_unexp: VecDeque::new(),
             directed,
@@ -378,7 +493,7 @@ impl<U> RxQueue<U> {
                 } else {
                     &mut self.msg
                 };
-                push_recv(q, recv);
+                q.push_back(recv);
                 PostOutcome::Queued
             }
         }
@@ -396,9 +511,7 @@ impl<U> RxQueue<U> {
         } else {
             &mut self.msg
         };
-        let i = q
-            .iter()
-            .position(|r| r.matches(src, tag, tagged, directed))?;
+        let i = q.position(|r| r.matches(src, tag, tagged, directed))?;
         if q[i].flags & FI_MULTI_RECV != 0 {
             let mut r = q[i].clone();
             r.released = q[i].reserve(len, min);
@@ -407,7 +520,7 @@ impl<U> RxQueue<U> {
             }
             return Some(r);
         }
-        take_at(q, i)
+        q.take(i)
     }
 
     /// Like `match_incoming`, but the receive is handed to `place` where it sits in the queue
@@ -431,14 +544,7 @@ impl<U> RxQueue<U> {
         } else {
             &mut self.msg
         };
-        // The first receive nearly always matches: looked at alone, without setting up
-        // `VecDeque`'s iterator over its two slices (some 20 instructions, callgrind).
-        let i = match q.front() {
-            Some(r) if r.matches(src, tag, tagged, directed) => 0,
-            _ => q
-                .iter()
-                .position(|r| r.matches(src, tag, tagged, directed))?,
-        };
+        let i = q.position(|r| r.matches(src, tag, tagged, directed))?;
         if q[i].flags & FI_MULTI_RECV != 0 || !place(&q[i]) {
             return Some(false);
         }
@@ -544,10 +650,10 @@ impl<U> RxQueue<U> {
 
     /// fi_cancel(3): removes the receive posted with `context`.
     pub fn cancel(&mut self, context: usize) -> Option<(Recv, bool)> {
-        if let Some(i) = self.msg.iter().position(|r| r.context == context) {
+        if let Some(i) = self.msg.position(|r| r.context == context) {
             return self.msg.remove(i).map(|r| (r, false));
         }
-        let i = self.tagged.iter().position(|r| r.context == context)?;
+        let i = self.tagged.position(|r| r.context == context)?;
         self.tagged.remove(i).map(|r| (r, true))
     }
 
@@ -834,6 +940,53 @@ mod tests {
         assert_eq!(
             q.match_incoming(7, 0, false, 8).map(|r| r.consumed),
             Some(8)
+        );
+    }
+
+    #[test]
+    fn posted_receives_keep_their_order_as_the_ring_wraps_and_grows() {
+        let mut q: RxQueue<u32> = RxQueue::new(false);
+        let mut want: std::collections::VecDeque<usize> = Default::default();
+        let mut next = 0;
+        let mut post = |q: &mut RxQueue<u32>, want: &mut std::collections::VecDeque<usize>| {
+            next += 1;
+            q.post(recv(FI_ADDR_UNSPEC, next as u64 % 3, 0, next, 0), true);
+            want.push_back(next);
+        };
+        // Wrap around an 8-slot ring, then grow it while it is wrapped.
+        for _ in 0..6 {
+            post(&mut q, &mut want);
+        }
+        for _ in 0..5 {
+            let r = q.match_incoming(1, want[0] as u64 % 3, true, 8).unwrap();
+            assert_eq!(Some(r.context), want.pop_front());
+        }
+        for _ in 0..20 {
+            post(&mut q, &mut want);
+        }
+        // Out of the middle: a tag whose first receive is not the first one.
+        let (t, i) = (0..3u64)
+            .filter_map(|t| Some((t, want.iter().position(|c| *c as u64 % 3 == t)?)))
+            .find(|(_, i)| *i > 0)
+            .unwrap();
+        let r = q.match_incoming(1, t, true, 8).unwrap();
+        assert_eq!(Some(r.context), want.remove(i));
+        let c = want[want.len() / 2];
+        assert_eq!(q.cancel(c).map(|(r, _)| r.context), Some(c));
+        want.retain(|x| *x != c);
+        // Everything left comes out in order, whatever its tag; then the ring is empty.
+        assert_eq!(q.posted(), want.len());
+        while let Some(w) = want.pop_front() {
+            let r = q.match_incoming(1, w as u64 % 3, true, 8).unwrap();
+            assert_eq!(r.context, w);
+        }
+        assert_eq!(q.posted(), 0);
+        assert!(q.match_incoming(1, 0, true, 8).is_none());
+        post(&mut q, &mut want);
+        assert_eq!(
+            q.match_incoming(1, next as u64 % 3, true, 8)
+                .map(|r| r.context),
+            Some(next)
         );
     }
 
