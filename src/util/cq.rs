@@ -225,6 +225,7 @@ impl Cq {
     }
 
     /// Runs progress of every bound endpoint.
+    #[inline]
     pub fn progress(&self) {
         self.sources.progress_all();
     }
@@ -356,13 +357,20 @@ impl Cq {
         }
     }
 
-    /// Like `read` without running progress.
-    pub fn take(&self, max: usize, mut sink: impl FnMut(&CqEntry)) -> Result<usize> {
+    /// Like `read` without running progress. The empty check is inlined into the caller: an
+    /// empty poll made a call for it, and built the sink's closure for nothing (some 20 of an
+    /// empty poll's 160 instructions, callgrind).
+    #[inline(always)]
+    pub fn take(&self, max: usize, sink: impl FnMut(&CqEntry)) -> Result<usize> {
         // An entry pushed just after this load is found by the next read, as if this one had
         // come a moment earlier.
         if self.queued.load(Ordering::Acquire) == 0 {
             return Err(Errno::AGAIN);
         }
+        self.take_queued(max, sink)
+    }
+
+    fn take_queued(&self, max: usize, mut sink: impl FnMut(&CqEntry)) -> Result<usize> {
         let mut q = self.lock();
         let mut n = 0;
         while n < max {

@@ -53,6 +53,7 @@ struct Source {
 
 impl Source {
     /// Runs the source's progress unless its hint says there is nothing to do or it is gone.
+    #[inline(always)]
     fn run(&self) {
         match &self.idle {
             Some(i) if i.idle() => {}
@@ -147,13 +148,21 @@ impl Sources {
     /// Runs the progress of every live source that may have work. No lock is held while they
     /// run (a source may take other locks, another thread may bind); those past the fixed
     /// slots are gathered under the list's lock first.
+    /// The fixed slots are run in line, the rest out of line (`progress_more`): with both in
+    /// one function an empty poll paid the larger one's prologue (some 20 instructions).
+    #[inline(always)]
     pub fn progress_all(&self) {
         for s in self.fixed() {
             s.run();
         }
-        if !self.has_more.load(Ordering::Acquire) {
-            return;
+        if self.has_more.load(Ordering::Acquire) {
+            self.progress_more();
         }
+    }
+
+    /// The sources past the fixed slots.
+    #[inline(never)]
+    fn progress_more(&self) {
         // Gathered under the lock, run after it; a few on the stack, so that a CQ with more
         // sources than slots (fi_rdm_bw_mt's endpoints) still allocates nothing per read.
         const ON_STACK: usize = 4;
