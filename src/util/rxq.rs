@@ -499,19 +499,26 @@ impl<U> RxQueue<U> {
         }
     }
 
-    /// Finds the receive for an arriving message of `len` bytes. A multi-receive buffer stays
-    /// posted with the message's space taken from it at once (the returned receive says where
-    /// the message goes), so that a message matched next, by another thread or the other
-    /// provider of a shared queue, never lands on the same bytes.
-    pub fn match_incoming(&mut self, src: u64, tag: u64, tagged: bool, len: usize) -> Option<Recv> {
+    /// The posted receives of a message's kind, and where the first that matches it is.
+    #[inline(always)]
+    fn find_posted(&mut self, src: u64, tag: u64, tagged: bool) -> Option<(&mut Posted, usize)> {
         let directed = self.directed;
-        let min = self.min_multi_recv;
         let q = if tagged {
             &mut self.tagged
         } else {
             &mut self.msg
         };
         let i = q.position(|r| r.matches(src, tag, tagged, directed))?;
+        Some((q, i))
+    }
+
+    /// Finds the receive for an arriving message of `len` bytes. A multi-receive buffer stays
+    /// posted with the message's space taken from it at once (the returned receive says where
+    /// the message goes), so that a message matched next, by another thread or the other
+    /// provider of a shared queue, never lands on the same bytes.
+    pub fn match_incoming(&mut self, src: u64, tag: u64, tagged: bool, len: usize) -> Option<Recv> {
+        let min = self.min_multi_recv;
+        let (q, i) = self.find_posted(src, tag, tagged)?;
         if q[i].flags & FI_MULTI_RECV != 0 {
             let mut r = q[i].clone();
             r.released = q[i].reserve(len, min);
@@ -538,13 +545,7 @@ impl<U> RxQueue<U> {
         tagged: bool,
         place: impl FnOnce(&Recv) -> bool,
     ) -> Option<bool> {
-        let directed = self.directed;
-        let q = if tagged {
-            &mut self.tagged
-        } else {
-            &mut self.msg
-        };
-        let i = q.position(|r| r.matches(src, tag, tagged, directed))?;
+        let (q, i) = self.find_posted(src, tag, tagged)?;
         if q[i].flags & FI_MULTI_RECV != 0 || !place(&q[i]) {
             return Some(false);
         }
