@@ -110,6 +110,22 @@ pub fn hostname() -> String {
     String::from_utf8_lossy(&buf[..end]).into_owned()
 }
 
+/// Nanoseconds of `CLOCK_MONOTONIC` (the clock `Instant` reads), as one integer: a data path
+/// that reads the time on every poll compares and adds plain `u64`s, where `Instant`'s
+/// `elapsed` and `duration_since` normalise a seconds-and-nanoseconds pair each time (about 90
+/// instructions a reading, callgrind, efa's empty poll over UDP).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on every Linux, so
+    // the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Milliseconds of `CLOCK_MONOTONIC_COARSE`: updated once per scheduler tick (1–4 ms) and read
 /// from the vDSO's data page without reading the hardware clock, so that a period of tens of
 /// milliseconds can be checked on every poll of a data path at the cost of a load.

@@ -409,8 +409,16 @@ pub trait Device: Send {
 
     /// As `poll`, receiving datagrams that match `place` into the memory each names (used in
     /// order: each at most once, and only within this call). A device that cannot receive
-    /// into chosen memory ignores them; a datagram that matches none arrives as usual.
-    fn poll_placed(&mut self, out: &mut Vec<Completion>, max: usize, _place: &[Placement]) {
+    /// into chosen memory ignores them; a datagram that matches none arrives as usual. `now`
+    /// is `sys::os::monotonic_ns` as the caller just read it: a device on that clock takes it
+    /// rather than reading the clock again on every poll.
+    fn poll_placed(
+        &mut self,
+        out: &mut Vec<Completion>,
+        max: usize,
+        _place: &[Placement],
+        _now: u64,
+    ) {
         self.poll(out, max)
     }
 

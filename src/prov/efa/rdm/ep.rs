@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::local::ShmRoutes;
 use super::peer::Peer;
@@ -488,11 +488,12 @@ pub(super) struct Inner {
     /// buffer is sent again after a back-off, forever; disabled, the operation fails with
     /// `FI_ENORX` once the device gave up (fi_domain(3), efa-reference §6).
     pub rm_enabled: bool,
-    /// When the device was last polled, and last gave a completion (see `DEVICE_QUIET`).
-    pub dev_polled: Instant,
+    /// When the device was last polled, and last gave a completion (see `DEVICE_QUIET`), in
+    /// `sys::os::monotonic_ns`.
+    pub dev_polled: u64,
     /// This call polled the device (see `Locked`'s drop).
     pub polled: bool,
-    pub dev_heard: Instant,
+    pub dev_heard: u64,
     /// The device has given nothing for `DEVICE_QUIET`.
     pub dev_idle: bool,
     /// Local peers go through shm (`RdmEndpoint::shm_on`, as the lock sees it).
@@ -635,9 +636,9 @@ impl RdmEndpoint {
                 nacks: (0, 0),
                 rnr_retry: 3,
                 rm_enabled,
-                dev_polled: Instant::now(),
+                dev_polled: crate::sys::os::monotonic_ns(),
                 polled: false,
-                dev_heard: Instant::now(),
+                dev_heard: crate::sys::os::monotonic_ns(),
                 dev_idle: false,
                 shm_on: false,
                 quiet,
@@ -678,7 +679,10 @@ impl RdmEndpoint {
         let Some(mut g) = self.try_inner() else {
             return;
         };
-        if g.enabled && g.dev_polled.elapsed() >= UNATTENDED {
+        if g.enabled
+            && crate::sys::os::monotonic_ns().saturating_sub(g.dev_polled)
+                >= UNATTENDED.as_nanos() as u64
+        {
             g.dev.service();
             g.acks_kept.store(false, Ordering::Relaxed);
         }
