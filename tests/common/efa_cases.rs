@@ -249,6 +249,68 @@ fn truncation_and_source_address() {
 }
 
 
+/// A message whole in one packet goes straight into the receive it matches (`recv_msg`'s
+/// eager path): one longer than its receive is cut to it and fails with FI_ETRUNC, nothing
+/// past the receive touched; one into a receive of two pieces fills both; and a stream of
+/// injected ones, more than the device takes at once, each lands whole in its own receive
+/// although its buffer is overwritten as soon as the call returns.
+#[test]
+fn small_messages_land_in_place_truncated_split_or_injected() {
+    let (a, b, ab, ba) = pair();
+    let (s, sv) = buf(100);
+    s.copy_from_slice(&pattern(100, 3));
+    let (d, dv) = buf(61);
+    d[60] = 0xA5;
+    b.ep.recv(&msg(&[dv.sub(0, 60).unwrap()], FI_ADDR_UNSPEC, 0, 7, 0), false)
+        .unwrap();
+    a.ep.send(&msg(&[sv], ab, 0, 1, 0), false).unwrap();
+    let e = wait(&b, &a).unwrap_err();
+    assert_eq!((e.op_context, e.err, e.len, e.olen), (7, FI_ETRUNC, 60, 40));
+    assert_eq!(e.src_addr, ba);
+    assert_eq!(&d[..60], &pattern(100, 3)[..60]);
+    assert_eq!(d[60], 0xA5, "past the receive");
+    wait_ok(&a, &b);
+
+    let (d1, v1) = buf(30);
+    let (d2, v2) = buf(70);
+    b.ep.recv(&msg(&[v1, v2], FI_ADDR_UNSPEC, 0, 8, 0), false)
+        .unwrap();
+    a.ep.send(&msg(&[sv], ab, 0, 2, 0), false).unwrap();
+    let e = wait_ok(&b, &a);
+    assert_eq!((e.op_context, e.len, e.src_addr), (8, 100, ba));
+    assert_eq!(e.buf, v1.addr(), "the completion names where the message begins");
+    assert_eq!([&d1[..], &d2[..]].concat(), pattern(100, 3));
+    wait_ok(&a, &b);
+
+    let n = 3000;
+    let dest = post_receives(&b, n, 16, 100);
+    let (i, iv) = buf(16);
+    let iov = [iv];
+    let mut op = msg(&iov, ab, 0, 0, 0);
+    op.call = Call::Inject;
+    for k in 0..n {
+        i.copy_from_slice(&pattern(16, k as u8));
+        loop {
+            match a.ep.send(&op, false) {
+                Ok(()) => break,
+                Err(Errno::AGAIN) => {
+                    a.cq.progress();
+                    b.cq.progress();
+                }
+                Err(e) => panic!("inject {k}: {e:?}"),
+            }
+        }
+        i.fill(0);
+    }
+    for (k, d) in dest.iter().enumerate() {
+        let e = wait_ok(&b, &a);
+        assert_eq!((e.op_context, e.len), (100 + k, 16), "message {k}");
+        assert_eq!(&d[..], &pattern(16, k as u8)[..], "message {k}");
+    }
+    assert!(a.cq.is_empty(), "inject writes no completion");
+}
+
+
 /// Two senders' messages interleaved at one receiver, short ones and ones long enough to come
 /// in many data packets: each lands whole in the receive directed at its sender and reports
 /// that sender. The receiver remembers the peer of the last packet's source (`known_peer`)

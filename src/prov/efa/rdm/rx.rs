@@ -304,62 +304,19 @@ impl RdmEndpoint {
         let src_addr = g.source_id(g.peers[r.peer].fi_addr);
         match &r.kind {
             RxKind::Recv(recv) if !r.discard => {
-                let mut flags = FI_RECV | if r.tagged { FI_TAGGED } else { FI_MSG };
-                if r.cq_data.is_some() {
-                    flags |= FI_REMOTE_CQ_DATA;
-                }
-                if r.released {
-                    flags |= FI_MULTI_RECV;
-                }
                 let cap = iov_len(&r.target);
-                let got = r.total.min(cap);
-                let buf = r.target.first().map_or(0, IoVec::addr);
-                let data = r.cq_data.unwrap_or(0);
-                let rx_cq = g.rx_cq.clone();
-                if r.total > cap {
-                    if let Some(cq) = &rx_cq {
-                        cq.push_err(CqErrEntry {
-                            op_context: recv.context,
-                            flags,
-                            len: got,
-                            buf,
-                            data,
-                            tag: r.tag,
-                            olen: r.total - got,
-                            err: Errno::TRUNC.0,
-                            src_addr,
-                            ..Default::default()
-                        });
-                    }
-                    if let Some(c) = &g.cntr.recv {
-                        c.fail();
-                    }
-                    return;
-                }
-                if let Some(cq) = &rx_cq {
-                    if recv.flags & FI_COMPLETION != 0 {
-                        cq.push(CqEntry {
-                            op_context: recv.context,
-                            flags,
-                            len: got,
-                            buf,
-                            data,
-                            tag: r.tag,
-                            src_addr,
-                        });
-                    } else if r.released {
-                        // A released multi-receive buffer is always reported (fi_msg(3)).
-                        cq.push(CqEntry {
-                            op_context: recv.context,
-                            flags: FI_MULTI_RECV,
-                            src_addr: FI_ADDR_NOTAVAIL,
-                            ..Default::default()
-                        });
-                    }
-                }
-                if let Some(c) = &g.cntr.recv {
-                    c.complete(got);
-                }
+                g.complete_recv(&RecvDone {
+                    context: recv.context,
+                    rflags: recv.flags,
+                    released: r.released,
+                    tagged: r.tagged,
+                    tag: r.tag,
+                    cq_data: r.cq_data,
+                    src_addr,
+                    buf: r.target.first().map_or(0, IoVec::addr),
+                    total: r.total,
+                    got: r.total.min(cap),
+                });
             }
             RxKind::Write { .. } => {
                 // Only writes with remote CQ data complete at the target (§5).
@@ -426,6 +383,83 @@ impl RdmEndpoint {
         r.granted = r.granted.saturating_sub(n);
         r.edge = r.edge.max(off + n);
         self.advance(g, id);
+    }
+}
+
+/// A message received into a posted receive, to complete (`Inner::complete_recv`).
+pub(super) struct RecvDone {
+    pub context: usize,
+    /// The receive's resolved flags (`FI_COMPLETION`).
+    pub rflags: u64,
+    /// The message used up a multi-receive buffer.
+    pub released: bool,
+    pub tagged: bool,
+    pub tag: u64,
+    pub cq_data: Option<u64>,
+    pub src_addr: u64,
+    /// Where the message begins.
+    pub buf: usize,
+    /// The message's length, and how much of it the receive held.
+    pub total: usize,
+    pub got: usize,
+}
+
+impl Inner {
+    /// Reports a received message: its completion, or an `FI_ETRUNC` error if the receive
+    /// held less than all of it (fi_cq(3)), and the receive counter.
+    pub(super) fn complete_recv(&self, d: &RecvDone) {
+        let mut flags = FI_RECV | if d.tagged { FI_TAGGED } else { FI_MSG };
+        if d.cq_data.is_some() {
+            flags |= FI_REMOTE_CQ_DATA;
+        }
+        if d.released {
+            flags |= FI_MULTI_RECV;
+        }
+        let data = d.cq_data.unwrap_or(0);
+        if d.total > d.got {
+            if let Some(cq) = &self.rx_cq {
+                cq.push_err(CqErrEntry {
+                    op_context: d.context,
+                    flags,
+                    len: d.got,
+                    buf: d.buf,
+                    data,
+                    tag: d.tag,
+                    olen: d.total - d.got,
+                    err: Errno::TRUNC.0,
+                    src_addr: d.src_addr,
+                    ..Default::default()
+                });
+            }
+            if let Some(c) = &self.cntr.recv {
+                c.fail();
+            }
+            return;
+        }
+        if let Some(cq) = &self.rx_cq {
+            if d.rflags & FI_COMPLETION != 0 {
+                cq.push(CqEntry {
+                    op_context: d.context,
+                    flags,
+                    len: d.got,
+                    buf: d.buf,
+                    data,
+                    tag: d.tag,
+                    src_addr: d.src_addr,
+                });
+            } else if d.released {
+                // A released multi-receive buffer is always reported (fi_msg(3)).
+                cq.push(CqEntry {
+                    op_context: d.context,
+                    flags: FI_MULTI_RECV,
+                    src_addr: FI_ADDR_NOTAVAIL,
+                    ..Default::default()
+                });
+            }
+        }
+        if let Some(c) = &self.cntr.recv {
+            c.complete(d.got);
+        }
     }
 }
 
@@ -649,6 +683,33 @@ impl RdmEndpoint {
         // Matched and, if nothing matches, parked under one lock of the queue shm shares: a
         // receive posted in between would otherwise miss this message.
         let mut q = g.rxq.lock();
+        // A message whole in this packet (eager, no receipt owed) goes into the receive it
+        // matches where that receive sits, and completes at once: no `Rxe` is made and filled,
+        // and the receive is not moved. About 500 instructions less per small message
+        // (callgrind, each side of an 8-byte fi_rdm_pingpong over SRD). The CQ's lock, taken
+        // inside, is a leaf.
+        if !(medium || longcts || longread || runt || dc) {
+            let inner: &Inner = g;
+            let placed = q.match_incoming_with(src, h.tag, tagged, |recv| {
+                let got = recv.place(data);
+                inner.complete_recv(&RecvDone {
+                    context: recv.context,
+                    rflags: recv.flags,
+                    released: false,
+                    tagged,
+                    tag: h.tag,
+                    cq_data: req.cq_data,
+                    src_addr: inner.source_id(src),
+                    buf: recv.first_addr(),
+                    total,
+                    got,
+                });
+                true
+            });
+            if placed == Some(true) {
+                return;
+            }
+        }
         let recv = q.match_incoming(src, h.tag, tagged, total);
         let staging = match (&recv, longcts) {
             (Some(_), _) => Vec::new(),
