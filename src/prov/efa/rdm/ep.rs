@@ -139,7 +139,9 @@ impl Txe {
 
     /// Copies `dst.len()` bytes of the operation's source data from offset `off`.
     pub fn copy_out(&self, off: usize, dst: &mut [u8]) {
-        if self.inject {
+        // Injected data is in `owned` once `detach_inject` took it; until then (within the
+        // fi_inject call) it is still read from the application's iov.
+        if self.inject && self.iov.is_empty() {
             dst.copy_from_slice(&self.owned[off..off + dst.len()]);
         } else {
             gather(&self.iov, off, dst);

@@ -557,9 +557,10 @@ impl RdmEndpoint {
             op.iov,
             len,
         );
-        if inject {
-            Self::inject_copy(&mut g.spare, &mut t, op.iov);
-        }
+        // An injected message is built from the application's buffer, which it leaves before
+        // this call returns (`detach_inject`): copying it aside first was a copy and a pooled
+        // buffer per message that the packet's own copy made useless.
+        t.inject = inject;
         t.tag = op.tag;
         t.cq_data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
         t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !inject;
@@ -567,7 +568,28 @@ impl RdmEndpoint {
         g.peers[peer].next_msg_id = next_msg_id(t.msg_id);
         let id = g.txes.insert(t);
         g.start(id);
+        if inject {
+            g.detach_inject(id);
+        }
         self.posted(&mut g, id);
         Ok(())
+    }
+}
+
+impl Inner {
+    /// An injected send may not read the application's buffer after the call returns
+    /// (fi_msg(3)): what `start` did not already copy into packets (none of a message that fits
+    /// in one) is copied into the operation's own buffer, and the application's iov is
+    /// forgotten.
+    fn detach_inject(&mut self, id: u64) {
+        let Some(t) = self.txes.get_mut(id) else {
+            return;
+        };
+        if t.queued < t.len {
+            let mut owned = self.spare.bytes(t.len);
+            gather(&t.iov, 0, &mut owned);
+            t.owned = owned;
+        }
+        t.iov.clear();
     }
 }
