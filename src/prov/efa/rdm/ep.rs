@@ -453,6 +453,8 @@ pub(super) struct Inner {
     /// come from one, and comparing its address costs less than hashing it per packet.
     pub last_src: usize,
     pub by_fi: U64Map<usize>,
+    /// The peer `peer_for` found last (sends to one peer in a row skip `by_fi`).
+    pub last_dest: usize,
     /// AV removals seen (`Av::removed_since`) when `by_fi` and the peers' `fi_addr` were last
     /// made right (`sync_av`).
     pub av_removals: u64,
@@ -616,6 +618,7 @@ impl RdmEndpoint {
                 by_addr: FastMap::default(),
                 last_src: 0,
                 by_fi: U64Map::default(),
+                last_dest: 0,
                 av_removals: 0,
                 txes: Slab::new(),
                 rxes: Slab::new(),

@@ -139,7 +139,20 @@ impl Inner {
     /// The peer of an AV entry.
     pub fn peer_for(&mut self, fi_addr: u64) -> Result<usize> {
         self.sync_av();
+        // The last destination first: a peer's `fi_addr` is set only together with its entry
+        // in `by_fi` (and both again by `sync_av`), so a match is what the map would say,
+        // without hashing for every send to the same peer.
+        if fi_addr != FI_ADDR_NOTAVAIL
+            && self
+                .peers
+                .get(self.last_dest)
+                .is_some_and(|p| p.fi_addr == fi_addr)
+        {
+            debug_assert_eq!(self.by_fi.get(&fi_addr), Some(&self.last_dest));
+            return Ok(self.last_dest);
+        }
         if let Some(&p) = self.by_fi.get(&fi_addr) {
+            self.last_dest = p;
             return Ok(p);
         }
         let av = self.av.as_ref().ok_or(Errno::NOAV)?;
@@ -148,6 +161,7 @@ impl Inner {
         let p = self.peer_by_addr(addr);
         self.peers[p].fi_addr = fi_addr;
         self.by_fi.insert(fi_addr, p);
+        self.last_dest = p;
         Ok(p)
     }
 
