@@ -604,6 +604,9 @@ impl UdpSock {
         if n == 0 {
             return 0;
         }
+        if n == 1 {
+            return self.send_one(items[0].0, &items[0].1);
+        }
         let gso = self.gso.load(Ordering::Relaxed);
         // Runs of items: (first, count, segment size).
         let mut runs = StackList::<(usize, usize, usize), SEND_BATCH>::new();
@@ -741,6 +744,49 @@ impl UdpSock {
         }
         runs.iter().take(r as usize).map(|run| run.1).sum()
     }
+
+    /// `send_batch` of one datagram (a request or an answer, on the latency path): its two
+    /// parts go out by sendmsg(2) without the batch's lists of runs, iovecs and headers, some
+    /// 150 instructions of every lone send (callgrind). Returns 1 if it went out or was
+    /// dropped as a lost one would be, 0 if the socket is full.
+    fn send_one(&self, dest: &SocketAddr, parts: &[&[u8]; 2]) -> usize {
+        // The kernel only reads the iovecs: pointers made mutable for the C type. An empty
+        // datagram still needs one (empty) iovec; an empty tail none.
+        let iov = parts.map(|p| libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        });
+        // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
+        let mut h: libc::msghdr = unsafe { core::mem::zeroed() };
+        h.msg_iov = iov.as_ptr().cast_mut();
+        h.msg_iovlen = if parts[1].is_empty() { 1 } else { 2 };
+        // SAFETY: an all-zero sockaddr_storage is valid.
+        let mut name: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
+        // To the connected socket's peer through it, unnamed (`PeerSock`).
+        let fd = match self.peer_sock.as_ref().filter(|p| p.peer == *dest) {
+            Some(p) => {
+                p.sends
+                    .store(p.sends.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                p.fd.as_raw_fd()
+            }
+            None => {
+                h.msg_namelen = to_sockaddr(dest, &mut name);
+                h.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
+                self.fd()
+            }
+        };
+        // SAFETY: `h` points at `iov` (whose parts are live slices) and, named, at `name`;
+        // all outlive the call, and the kernel only reads them. Through syscall(2), as
+        // `recv_into`'s receive is.
+        let r = unsafe { libc::syscall(libc::SYS_sendmsg, fd, &h, libc::MSG_DONTWAIT) };
+        if r >= 0 {
+            return 1;
+        }
+        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        // A datagram the network refuses (unreachable, too big) is dropped like a lost one:
+        // the transport retransmits or fails the send.
+        usize::from(e != libc::EAGAIN && e != libc::ENOBUFS && e != libc::EINTR)
+    }
 }
 
 #[cfg(test)]
@@ -782,6 +828,45 @@ mod tests {
                 "no GRO asked: one datagram each"
             );
         }
+    }
+
+    /// A lone datagram (`send_one`) arrives as its two parts joined, an empty one as an empty
+    /// datagram, and one to an address nothing can reach counts as sent (dropped like a lost
+    /// one), not as a full socket.
+    #[test]
+    fn lone_datagrams_arrive_whole() {
+        let ip = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let (a, mut b) = (
+            UdpSock::bind(ip, 0, 1 << 20).unwrap(),
+            UdpSock::bind(ip, 0, 1 << 20).unwrap(),
+        );
+        let to = b.local_addr();
+        let (head, tail) = (vec![1u8; 24], vec![2u8; 100]);
+        assert_eq!(a.send_batch(&[(&to, [&head[..], &tail[..]])]), 1);
+        assert_eq!(a.send_batch(&[(&to, [&[][..], &[][..]])]), 1);
+        let mut bufs = vec![vec![0u8; 2048]; 2];
+        let (mut out, mut all) = (Vec::new(), Vec::new());
+        let mut got = 0;
+        for _ in 0..1000 {
+            got += b.recv_batch(&mut bufs[got..], &mut out);
+            all.extend_from_slice(&out);
+            if got == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got, 2);
+        assert_eq!(
+            (all[0].0, all[1].0),
+            (124, 0),
+            "the joined parts, then the empty one"
+        );
+        assert_eq!(all[0].1, a.local_addr());
+        assert_eq!(&bufs[0][..124], &[&head[..], &tail[..]].concat()[..]);
+        assert!(bufs[0][124..].iter().all(|&x| x == 0));
+        // Port 0 is no destination: refused at once (EINVAL), dropped, not retried.
+        let nowhere = SocketAddr::new(ip, 0);
+        assert_eq!(a.send_batch(&[(&nowhere, [&head[..], &[][..]])]), 1);
     }
 
     /// A run of equal datagrams to one peer (GSO where the kernel has it) still arrives as the
