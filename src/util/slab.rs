@@ -23,6 +23,21 @@ impl<T> Slab<T> {
         Slab::default()
     }
 
+    /// `insert` of the value `make` returns, built where it is kept when the compiler can:
+    /// a large value built first and then moved in was a `memcpy` call per insert.
+    #[inline]
+    pub fn insert_with(&mut self, make: impl FnOnce() -> T) -> u64 {
+        self.len += 1;
+        if let Some(i) = self.free.pop() {
+            let slot = &mut self.slots[i as usize];
+            slot.0 = slot.0.wrapping_add(1);
+            slot.1 = Some(make());
+            return (u64::from(slot.0) << 32) | u64::from(i);
+        }
+        self.slots.push((1, Some(make())));
+        (1u64 << 32) | (self.slots.len() as u64 - 1)
+    }
+
     /// Stores `v`; returns its id.
     #[inline]
     pub fn insert(&mut self, v: T) -> u64 {
@@ -55,6 +70,22 @@ impl<T> Slab<T> {
     #[inline]
     pub fn get_mut(&mut self, id: u64) -> Option<&mut T> {
         self.index(id).and_then(|i| self.slots[i].1.as_mut())
+    }
+
+    /// Removes the entry after `f` took what it wants from it where it lies: no move of the
+    /// whole value out of its slot (a `memcpy` call for a large one). Whether `id` named one.
+    #[inline]
+    pub fn remove_with(&mut self, id: u64, f: impl FnOnce(&mut T)) -> bool {
+        let Some(i) = self.index(id) else {
+            return false;
+        };
+        self.len -= 1;
+        self.free.push(i as u32);
+        if let Some(v) = self.slots[i].1.as_mut() {
+            f(v);
+        }
+        self.slots[i].1 = None;
+        true
     }
 
     #[inline]
@@ -133,6 +164,10 @@ mod tests {
         assert_eq!(s.from_wire(w), Some(c));
         assert_eq!(s.from_wire(Slab::<&str>::wire_id(a).unwrap()), None);
         assert_eq!(s.from_wire(0x7fff_ffff), None);
+        let mut taken = "";
+        assert!(s.remove_with(b, |v| taken = *v));
+        assert_eq!((taken, s.get(b), s.len()), ("b", None, 1));
+        assert!(!s.remove_with(b, |_| panic!("a removed entry is not handed over")));
         assert_eq!(
             s.from_wire(w | 0x8000_0000),
             Some(c),

@@ -218,10 +218,19 @@ impl Spare {
     }
 
     /// What a finished transmit operation held.
-    pub fn keep_txe(&mut self, t: Txe) {
-        Self::keep(&mut self.iovs, t.iov, Self::KEEP_LEN);
-        Self::keep(&mut self.rmas, t.rma, Self::KEEP_LEN);
-        Self::keep(&mut self.bytes, t.owned, Self::KEEP_BYTES);
+    pub fn keep_txe(&mut self, mut t: Txe) {
+        self.keep_txe_parts(&mut t);
+    }
+
+    /// `keep_txe` of an operation where it lies (`Slab::remove_with`): its vectors are taken.
+    pub fn keep_txe_parts(&mut self, t: &mut Txe) {
+        Self::keep(&mut self.iovs, core::mem::take(&mut t.iov), Self::KEEP_LEN);
+        Self::keep(&mut self.rmas, core::mem::take(&mut t.rma), Self::KEEP_LEN);
+        Self::keep(
+            &mut self.bytes,
+            core::mem::take(&mut t.owned),
+            Self::KEEP_BYTES,
+        );
     }
 
     /// What a finished receive held.

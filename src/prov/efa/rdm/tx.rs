@@ -434,9 +434,8 @@ impl Inner {
                 // Injected operations complete silently but still count.
                 let kind = t.kind;
                 let len = t.len;
-                if let Some(t) = self.txes.remove(id) {
-                    self.spare.keep_txe(t);
-                }
+                let spare = &mut self.spare;
+                self.txes.remove_with(id, |t| spare.keep_txe_parts(t));
                 if let Some(c) = self.tx_cntr(kind) {
                     c.complete(len);
                 }
@@ -548,25 +547,29 @@ impl RdmEndpoint {
             return Err(Errno::CONNABORTED);
         }
         let inject = flags & FI_INJECT != 0;
-        let mut t = Self::new_txe(
-            &mut g.spare,
-            if tagged { TxKind::Tagged } else { TxKind::Msg },
-            peer,
-            op.context,
-            flags,
-            op.iov,
-            len,
-        );
-        // An injected message is built from the application's buffer, which it leaves before
-        // this call returns (`detach_inject`): copying it aside first was a copy and a pooled
-        // buffer per message that the packet's own copy made useless.
-        t.inject = inject;
-        t.tag = op.tag;
-        t.cq_data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
-        t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !inject;
-        t.msg_id = g.peers[peer].next_msg_id;
-        g.peers[peer].next_msg_id = next_msg_id(t.msg_id);
-        let id = g.txes.insert(t);
+        let msg_id = g.peers[peer].next_msg_id;
+        g.peers[peer].next_msg_id = next_msg_id(msg_id);
+        let Inner { spare, txes, .. } = &mut *g;
+        let id = txes.insert_with(|| {
+            let mut t = Self::new_txe(
+                spare,
+                if tagged { TxKind::Tagged } else { TxKind::Msg },
+                peer,
+                op.context,
+                flags,
+                op.iov,
+                len,
+            );
+            // An injected message is built from the application's buffer, which it leaves
+            // before this call returns (`detach_inject`): copying it aside first was a copy
+            // and a pooled buffer per message that the packet's own copy made useless.
+            t.inject = inject;
+            t.tag = op.tag;
+            t.cq_data = (flags & FI_REMOTE_CQ_DATA != 0).then_some(op.data);
+            t.await_response = flags & FI_DELIVERY_COMPLETE != 0 && !inject;
+            t.msg_id = msg_id;
+            t
+        });
         g.start(id);
         if inject {
             g.detach_inject(id);
