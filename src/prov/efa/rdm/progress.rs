@@ -418,13 +418,19 @@ impl RdmEndpoint {
         // Arrivals report their sender's index as the AV has it now.
         g.sync_av();
         Self::replenish_rx(g);
-        // One reading of the clock for the pass, the device's included.
-        let now = crate::sys::os::monotonic_ns();
+        // One reading of the clock for a device poll and what it hands up, the device's
+        // included. A poll after a full batch reads it again: handling a batch of bulk data
+        // (copies of up to 64 KiB each) takes long enough to age the transport's round-trip
+        // samples and timers.
+        let mut now = crate::sys::os::monotonic_ns();
         g.dev_polled = now;
         g.polled = true;
         g.dev_idle = now.saturating_sub(g.dev_heard) >= DEVICE_QUIET.as_nanos() as u64;
         let mut received = 0;
-        for _ in 0..4 {
+        for pass in 0..4 {
+            if pass > 0 {
+                now = crate::sys::os::monotonic_ns();
+            }
             let mut comps = core::mem::take(&mut g.comps);
             comps.clear();
             g.plan_placements();
