@@ -735,9 +735,7 @@ impl UdpSock {
                 self.gso.store(false, Ordering::Relaxed);
                 return self.send_batch(items);
             }
-            // A datagram the network refuses (unreachable, too big) is dropped like a lost one:
-            // the transport retransmits or fails the send.
-            if e != libc::EAGAIN && e != libc::ENOBUFS && e != libc::EINTR {
+            if refused_for_good(e) {
                 return runs[0].1;
             }
             return 0;
@@ -783,10 +781,15 @@ impl UdpSock {
             return 1;
         }
         let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-        // A datagram the network refuses (unreachable, too big) is dropped like a lost one:
-        // the transport retransmits or fails the send.
-        usize::from(e != libc::EAGAIN && e != libc::ENOBUFS && e != libc::EINTR)
+        usize::from(refused_for_good(e))
     }
+}
+
+/// A send that failed with `e` for a reason other than a full socket: the network refuses the
+/// datagram (unreachable, too big), which is then dropped like a lost one (the transport
+/// retransmits or fails the send) rather than kept to go again.
+fn refused_for_good(e: i32) -> bool {
+    e != libc::EAGAIN && e != libc::ENOBUFS && e != libc::EINTR
 }
 
 #[cfg(test)]

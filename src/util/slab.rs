@@ -41,15 +41,7 @@ impl<T> Slab<T> {
     /// Stores `v`; returns its id.
     #[inline]
     pub fn insert(&mut self, v: T) -> u64 {
-        self.len += 1;
-        if let Some(i) = self.free.pop() {
-            let slot = &mut self.slots[i as usize];
-            slot.0 = slot.0.wrapping_add(1);
-            slot.1 = Some(v);
-            return (u64::from(slot.0) << 32) | u64::from(i);
-        }
-        self.slots.push((1, Some(v)));
-        (1u64 << 32) | (self.slots.len() as u64 - 1)
+        self.insert_with(|| v)
     }
 
     #[inline]
