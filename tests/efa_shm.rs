@@ -9,3 +9,88 @@ const RDM_DOMAIN: &str = "srd_lo-rdm";
 const DEVICE_WAIT_FD: bool = true;
 fn device_setup() {}
 include!("common/efa_cases.rs");
+
+/// A send to a local peer whose route is known is checked by shm alone, which holds our
+/// limits (`open_peer_endpoint`): on a device whose MTU makes our inject size smaller than
+/// shm's own, an inject past ours still fails with FI_EMSGSIZE, and one at it arrives whole.
+#[test]
+fn an_inject_through_shm_is_held_to_our_inject_size() {
+    use fabric::prov::efa::device::sim::{SimDevice, SimNet};
+    use fabric::prov::efa::srd::Config;
+    use fabric::prov::efa::{EfaDomain, inject_size};
+
+    init();
+    let mut hints = fabric::core::Info {
+        caps: CAPS,
+        ..Default::default()
+    };
+    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
+    let (domain, info) = domain_of(&EFA, &hints, |i| {
+        i.domain_attr.name.as_deref() == Some(RDM_DOMAIN)
+    });
+    let efa = domain
+        .as_any()
+        .and_then(|d| d.downcast_ref::<EfaDomain>())
+        .expect("an efa domain");
+    let net = SimNet::new(Default::default());
+    let mtu = 1400;
+    let node = || {
+        let dev = SimDevice::open(&net, mtu, Config::default());
+        let ep = efa.endpoint_on(&info, Box::new(dev)).expect("endpoint");
+        Node::with_endpoint(&domain, &info, ep)
+    };
+    let (a, b) = (node(), node());
+    let ab = a.insert_hex(&b.name_hex());
+    b.insert_hex(&a.name_hex());
+    let limit = inject_size(mtu);
+    assert!(limit < 4096, "our inject size ({limit}) is below shm's");
+
+    // The first send learns the route; the ones after it take the known one.
+    for (round, len) in [(0u8, 8), (1, limit), (2, limit)] {
+        let (src, sv) = buf(len);
+        src.copy_from_slice(&pattern(len, round));
+        let (dst, dv) = buf(len);
+        b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 2, 0), false)
+            .unwrap();
+        let call = if round == 0 {
+            Call::Plain
+        } else {
+            Call::Inject
+        };
+        let sv = [sv];
+        let op = MsgOp {
+            call,
+            ..msg(&sv, ab, 0, 1, 0)
+        };
+        a.retry(|| a.ep.send(&op, false)).unwrap();
+        src.fill(0xee);
+        let r = wait_ok(&b, &a);
+        assert_eq!((r.op_context, r.len), (2, len), "round {round}");
+        assert!(dst == &pattern(len, round)[..], "data of round {round}");
+    }
+    let sent =
+        a.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .map(|e| e.device_stats().data_sent)
+            .unwrap();
+    assert_eq!(sent, 0, "the peer was reached through shm");
+    for len in [limit + 1, 4096] {
+        let (_big, bigv) = buf(len);
+        let bigv = [bigv];
+        let op = MsgOp {
+            call: Call::Inject,
+            ..msg(&bigv, ab, 0, 1, 0)
+        };
+        assert_eq!(
+            a.ep.send(&op, false),
+            Err(Errno::MSGSIZE),
+            "fi_inject of {len}"
+        );
+        let flagged = msg(&bigv, ab, 0, 1, FI_INJECT);
+        assert_eq!(
+            a.ep.send(&flagged, true),
+            Err(Errno::MSGSIZE),
+            "FI_INJECT on a {len}-byte tagged send"
+        );
+    }
+}

@@ -17,7 +17,7 @@ use std::sync::{Arc, LazyLock};
 
 /// The command layout, for the fuzz harness (`crate::fuzzing`).
 pub(crate) use cmd::{Cmd, OP_CONNECT};
-pub use ep::{PeerMode, Pending, ShmEndpoint};
+pub use ep::{IdleHint, PeerMode, Pending, ShmEndpoint};
 /// How many bounce buffers an endpoint lends (tests exhaust them).
 pub use region::BOUNCE_BUFS;
 pub use region::CMD_SIZE;
@@ -418,9 +418,18 @@ impl ShmDomain {
         name: String,
         rxq: crate::util::rxq::SharedRxQueue<Pending>,
         mode: PeerMode,
+        inject_limit: usize,
     ) -> Result<Arc<ShmEndpoint>> {
         let me = self.me.upgrade().ok_or(Errno::OPBADSTATE)?;
-        Ok(ShmEndpoint::new_peer(me, caps, op_flags, name, rxq, mode))
+        Ok(ShmEndpoint::new_peer(
+            me,
+            caps,
+            op_flags,
+            name,
+            rxq,
+            mode,
+            inject_limit,
+        ))
     }
 }
 

@@ -551,6 +551,21 @@ pub struct RdmEndpoint {
 }
 
 impl RdmEndpoint {
+    /// `fi_recv` with `FI_MSG_PREFIX`: the prefix cut from the iov first (out of line, so
+    /// that the common call stays small).
+    #[inline(never)]
+    fn recv_prefixed(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        let mut iov = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+        self.post_recv(&op.without_prefix(self.prefix, &mut iov)?, tagged)
+    }
+
+    /// `fi_send` with `FI_MSG_PREFIX` (see `recv_prefixed`).
+    #[inline(never)]
+    fn send_prefixed(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
+        let mut iov = [IoVec::EMPTY; PREFIXED_IOV_MAX];
+        self.post_send(&op.without_prefix(self.prefix, &mut iov)?, tagged)
+    }
+
     pub fn new(
         domain: Arc<EfaDomain>,
         caps: u64,
@@ -581,6 +596,7 @@ impl RdmEndpoint {
                     super::local::shm_name(&dev.addr()),
                     rxq.clone(),
                     super::local::PEER_MODE,
+                    super::inject_size(mtu),
                 )
             })
             .and_then(|r| r.ok());
@@ -591,7 +607,7 @@ impl RdmEndpoint {
         let rx_max = (knobs.rx_size.max(64) * 8192 / mtu.max(1))
             .clamp(64, 1024)
             .min(dev.max_recv());
-        let quiet = Quiet::new(shm.as_ref().and_then(|s| s.idle_hint()));
+        let quiet = Quiet::new(shm.as_ref().map(|s| s.idle_state()));
         Arc::new_cyclic(|me| RdmEndpoint {
             me: me.clone(),
             domain,
@@ -887,16 +903,14 @@ impl Endpoint for RdmEndpoint {
 
     fn recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
         if self.prefix != 0 {
-            let mut iov = [IoVec::EMPTY; PREFIXED_IOV_MAX];
-            return self.post_recv(&op.without_prefix(self.prefix, &mut iov)?, tagged);
+            return self.recv_prefixed(op, tagged);
         }
         self.post_recv(op, tagged)
     }
 
     fn send(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
         if self.prefix != 0 {
-            let mut iov = [IoVec::EMPTY; PREFIXED_IOV_MAX];
-            return self.post_send(&op.without_prefix(self.prefix, &mut iov)?, tagged);
+            return self.send_prefixed(op, tagged);
         }
         self.post_send(op, tagged)
     }

@@ -640,14 +640,9 @@ impl RdmEndpoint {
     }
 }
 
-impl Progress for RdmEndpoint {
-    fn progress(&self) {
-        if let Some(shm) = self.shm() {
-            shm.progress();
-            if self.quiet.skip() {
-                return;
-            }
-        }
+impl RdmEndpoint {
+    /// Progress of the device, unless another thread is at it or it is quiet.
+    fn progress_device(&self) {
         // Another thread holding the lock is progressing already.
         let Ok(g) = self.inner.try_lock() else {
             return;
@@ -658,6 +653,31 @@ impl Progress for RdmEndpoint {
             return;
         }
         self.progress_locked(&mut g);
+    }
+}
+
+impl Progress for RdmEndpoint {
+    fn progress(&self) {
+        if let Some(shm) = self.shm() {
+            shm.progress();
+            if self.quiet.skip() {
+                return;
+            }
+        }
+        self.progress_device();
+    }
+
+    /// Our idle hint (`Quiet`) has just said there is work, and most often it is shm's: shm
+    /// is progressed without asking its own hint again (a fifth of what progress cost here,
+    /// in an 8-byte ping-pong through shm).
+    fn progress_busy(&self) {
+        if let Some(shm) = self.shm() {
+            shm.progress_busy();
+            if self.quiet.skip() {
+                return;
+            }
+        }
+        self.progress_device();
     }
 
     fn idle_hint(&self) -> Option<Arc<dyn Idle>> {

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 use std::time::Duration;
 
+use crate::prov::shm::IdleHint;
 use crate::sys::poll::Epoll;
 use crate::util::provider::Idle;
 
@@ -46,13 +47,13 @@ pub(super) struct Quiet {
     /// increment: a count lost to a race only moves that poll.
     skipped: AtomicU32,
     /// The shm endpoint's own idle hint.
-    shm: Option<Arc<dyn Idle>>,
+    shm: Option<Arc<IdleHint>>,
     /// This endpoint in the watcher's epoll set.
     token: u64,
 }
 
 impl Quiet {
-    pub(super) fn new(shm: Option<Arc<dyn Idle>>) -> Arc<Quiet> {
+    pub(super) fn new(shm: Option<Arc<IdleHint>>) -> Arc<Quiet> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
         Arc::new(Quiet {
             quiet: AtomicBool::new(false),
@@ -108,7 +109,7 @@ impl Quiet {
 
 impl Idle for Quiet {
     fn idle(&self) -> bool {
-        self.shm.as_ref().is_some_and(|s| s.idle()) && self.skip()
+        self.shm.as_ref().is_some_and(|s| s.idle_now()) && self.skip()
     }
 }
 

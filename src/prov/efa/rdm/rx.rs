@@ -26,6 +26,7 @@ const MAX_STAGED: usize = 16 << 20;
 // ---- posted receives ----
 
 impl RdmEndpoint {
+    #[inline]
     pub(super) fn post_recv(&self, op: &MsgOp<'_>, tagged: bool) -> Result<()> {
         if (tagged && self.caps & FI_TAGGED == 0) || (!tagged && self.caps & FI_MSG == 0) {
             return Err(Errno::NOSYS);
@@ -74,6 +75,13 @@ impl RdmEndpoint {
                 }
             }
         }
+        self.post_recv_locked(op, tagged, flags, src)
+    }
+
+    /// `post_recv` under our lock: before the endpoint is enabled, with unknown sources to
+    /// resolve, a peek or claim, a multi-receive buffer, or a full queue.
+    #[inline(never)]
+    fn post_recv_locked(&self, op: &MsgOp<'_>, tagged: bool, flags: u64, src: u64) -> Result<()> {
         let mut g = self.lock();
         if !g.enabled {
             return Err(Errno::OPBADSTATE);

@@ -169,6 +169,9 @@ pub struct ShmEndpoint {
     caps: u64,
     flags: OpFlags,
     cma: bool,
+    /// The largest message `fi_inject` and `FI_INJECT` take: ours, or in peer mode the
+    /// owner's when smaller (its `inject_size` is what the application was told).
+    inject_limit: usize,
     inner: DomainLock<Inner>,
     idle: Arc<IdleHint>,
     /// `Inner::rxq`, reachable without the endpoint's lock: a receive that matches nothing
@@ -180,7 +183,7 @@ pub struct ShmEndpoint {
 
 /// Whether a progress call would find nothing to do, for pollers that have not locked the
 /// endpoint (see `util::provider::Idle`): set from `Inner` each time its lock is released.
-struct IdleHint {
+pub struct IdleHint {
     state: AtomicU8,
     /// Our region once enabled (kept here so that it can be looked at without the lock).
     ring: OnceLock<Arc<Region>>,
@@ -193,13 +196,21 @@ const WATCH_RING: u8 = 1;
 /// Not enabled, or closed: progress does nothing.
 const ASLEEP: u8 = 2;
 
-impl crate::util::provider::Idle for IdleHint {
-    fn idle(&self) -> bool {
+impl IdleHint {
+    /// `Idle::idle`, callable without a virtual call (efa's own hint asks ours first).
+    #[inline]
+    pub fn idle_now(&self) -> bool {
         match self.state.load(Ordering::Acquire) {
             BUSY => false,
             WATCH_RING => self.ring.get().is_none_or(|r| r.idle()),
             _ => true,
         }
+    }
+}
+
+impl crate::util::provider::Idle for IdleHint {
+    fn idle(&self) -> bool {
+        self.idle_now()
     }
 }
 
@@ -308,9 +319,18 @@ impl ShmEndpoint {
         name: String,
         rxq: SharedRxQueue<Pending>,
         mode: PeerMode,
+        inject_limit: usize,
     ) -> Arc<ShmEndpoint> {
         let caps = caps & super::SHM_CAPS & !(FI_RMA_EVENT | FI_AV_USER_ID);
-        Self::build(domain, caps, op_flags, name, rxq, Some(mode))
+        let inject_limit = inject_limit.min(INJECT_SIZE);
+        Self::build(
+            domain,
+            caps,
+            op_flags,
+            name,
+            rxq,
+            Some((mode, inject_limit)),
+        )
     }
 
     fn build(
@@ -319,8 +339,12 @@ impl ShmEndpoint {
         (tx_flags, rx_flags): (u64, u64),
         name: String,
         rxq: SharedRxQueue<Pending>,
-        peer_mode: Option<PeerMode>,
+        peer_mode: Option<(PeerMode, usize)>,
     ) -> Arc<ShmEndpoint> {
+        let (peer_mode, inject_limit) = match peer_mode {
+            Some((mode, limit)) => (Some(mode), limit),
+            None => (None, INJECT_SIZE),
+        };
         let serial = domain.serialized;
         Arc::new_cyclic(|me| ShmEndpoint {
             me: me.clone(),
@@ -328,6 +352,7 @@ impl ShmEndpoint {
             caps,
             flags: OpFlags::new(tx_flags, rx_flags),
             cma: cma_enabled(),
+            inject_limit,
             rxq: rxq.clone(),
             live: AtomicBool::new(false),
             inner: DomainLock::new(
@@ -376,6 +401,11 @@ impl ShmEndpoint {
             g: self.inner.lock(),
             idle: &self.idle,
         }
+    }
+
+    /// Our idle hint, as its own type (`Progress::idle_hint` gives it as `dyn Idle`).
+    pub fn idle_state(&self) -> Arc<IdleHint> {
+        self.idle.clone()
     }
 
     /// Commands dropped because they were malformed, forged or for unknown operations.

@@ -299,7 +299,7 @@ impl ShmEndpoint {
         let flags = self.flags.resolve_tx(op.call, op.flags);
         let len = iov_len(op.iov);
         // fi_inject and the FI_INJECT flag (on the call or in op_flags) alike.
-        if flags & FI_INJECT != 0 && len > INJECT_SIZE {
+        if flags & FI_INJECT != 0 && len > self.inject_limit {
             return Err(Errno::MSGSIZE);
         }
         let mut g = self.lock();
