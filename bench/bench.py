@@ -497,9 +497,12 @@ def main():
     per_run.update(interleaved([("udp", "limit raw UDP", lambda: b.limit("udp", SRD_DATAGRAM)),
                                 ("udp-sweep", "limit raw UDP sweeping fi_rma_bw's buffers",
                                  lambda: b.limit("udp-sweep", SRD_DATAGRAM)),
+                                ("udp-both", "limit raw UDP both ways",
+                                 lambda: b.limit("udp-both", SRD_DATAGRAM)),
                                 ("bulk", "SRD transport alone", b.srd_bulk)]))
     limits = {k: per_run.get(k)
-              for k in ("memcpy", "cma", "both-cma", "both-memcpy", "udp", "udp-sweep")}
+              for k in ("memcpy", "cma", "both-cma", "both-memcpy", "udp", "udp-sweep",
+                        "udp-both")}
     bulk = tuple(list(col) for col in zip(*per_run["bulk"])) if "bulk" in per_run else ([],) * 3
     for op in ("write", "read"):
         got = interleaved([(r.label, f"{r.label} {op}", lambda r=r: b.rma(r, op))
@@ -718,15 +721,20 @@ def main():
       "1 MiB traffic, each 1 MiB slot of a 64-slot source cut into datagrams and received "
       "into the same slot of a 64-slot destination (bench/limits udp-sweep): the ceiling of "
       "a one-way 1 MiB write over UDP, whose bytes are copied by the sender's kernel and by "
-      "the receiver's, from and into memory the caches do not hold.")
+      "the receiver's, from and into memory the caches do not hold. Both ways: the same "
+      "sweep sent by each of two processes to the other at once, each receiving the other's "
+      "into its own 64-slot destination, 32 datagrams in flight each way (bench/limits "
+      "udp-both), per side: the ceiling of fi_rma_bw's write both ways over UDP, each CPU "
+      "copying its own sends into the kernel and its peer's out of it.")
     w("")
     w("| single-thread memcpy 1 MiB | process_vm_writev 1 MiB | process_vm_writev 1 MiB both "
       "ways, per side | memcpy 1 MiB both ways, per side | raw UDP loopback, "
-      f"{SRD_DATAGRAM} B datagrams | raw UDP loopback, fi_rma_bw's 64 MiB sweep |")
-    w("|---|---|---|---|---|---|")
+      f"{SRD_DATAGRAM} B datagrams | raw UDP loopback, fi_rma_bw's 64 MiB sweep | "
+      "raw UDP loopback, the sweep both ways, per side |")
+    w("|---|---|---|---|---|---|---|")
     w(f"| {cell(limits['memcpy'])} | {cell(limits['cma'])} | {cell(limits['both-cma'])} | "
       f"{cell(limits['both-memcpy'])} | {cell(limits['udp'])} | "
-      f"{cell(limits['udp-sweep'])} |")
+      f"{cell(limits['udp-sweep'])} | {cell(limits['udp-both'])} |")
     w("")
     w("## The software SRD transport alone (examples/srd_bulk: two queue pairs on loopback, "
       "one thread each, no RDM protocol)")
@@ -807,10 +815,18 @@ def main():
          bw(NET_REF, "write", "1m"), 1.0, ">="),
         ("efa write 1 MiB both ways vs 2.5.1 udp;ofi_rxd", bw(efa, "write", "1m"),
          bw(rxd, "write", "1m"), 20.0, ">="),
+        ("efa write 1 MiB both ways vs raw UDP moving the same traffic (the ceiling)",
+         bw(efa, "write", "1m"), med(limits["udp-both"] or []), None, ""),
+        ("20 × 2.5.1 udp;ofi_rxd write 1 MiB both ways vs that ceiling",
+         20 * bw(rxd, "write", "1m") if bw(rxd, "write", "1m") else None,
+         med(limits["udp-both"] or []), None, ""),
         ("efa tagged 1 MiB vs 2.5.1 tcp", med(tbw.get(efa) or []), med(tbw.get(NET_REF) or []),
          1.0, ">="),
         ("efa tagged 1 MiB vs 2.5.1 udp;ofi_rxd", med(tbw.get(efa) or []),
          med(tbw.get(rxd) or []), 20.0, ">="),
+        ("20 × 2.5.1 udp;ofi_rxd tagged 1 MiB vs raw UDP with cached buffers (a ceiling)",
+         20 * med(tbw.get(rxd)) if tbw.get(rxd) else None, med(limits["udp"] or []), None,
+         ""),
         ("efa write 1 MiB one way vs raw UDP run just before it, run by run",
          paired(one_way.get(efa), udp_beside_one_way), 1.0, 0.9, ">="),
         ("efa write 1 MiB one way vs raw UDP moving the same sweep (the ceiling)",

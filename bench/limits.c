@@ -10,6 +10,12 @@
  *               at most <datagram bytes>, received into the same slots of a 64-slot
  *               destination: the ceiling of a one-way 1 MiB write over UDP that copies each
  *               byte in the sender's kernel and in the receiver's, from and into cold memory
+ *   udp-both    fi_rma_bw's 1 MiB write traffic both ways over raw UDP: two processes, each
+ *               sending its 64-slot sweep to the other in datagrams of at most <datagram bytes>
+ *               while receiving the other's into its own 64-slot destination, with a window
+ *               of 32 datagrams each way (one sent per one received); GB/s per side (the
+ *               slower one). The ceiling of a both-ways write over UDP, each CPU copying its
+ *               own sends into the kernel and its peer's datagrams out of it
  *   both-cma    fi_rma_bw's write traffic with nothing else: two processes at once, each
  *               writing <bytes> at a time into the other (process_vm_writev) from slot j of a
  *               64-slot source into slot j of the other's 64-slot destination; GB/s per side
@@ -22,6 +28,7 @@
  *               shared page, <rounds> times; the floor of any shared-memory latency
  * Usage: limits memcpy <bytes> | cma <bytes> | both-cma <bytes> | both-memcpy <bytes>
  *             | udp <datagram bytes> [seconds] | udp-sweep <datagram bytes> [seconds]
+ *             | udp-both <datagram bytes> [seconds]
  *             | handoff <rounds>
  * Prints one line: "<name> <bytes> <GB/s>" ("handoff <rounds> <ns per one-way handoff>").
  * Part of the fabric project.
@@ -354,6 +361,145 @@ static int bench_udp(size_t dgram, double secs, int sweep)
 	return 0;
 }
 
+/* udp-both: one side of fi_rma_bw's write traffic both ways over raw UDP. Sends its sweep to
+ * the peer and receives the peer's into its own 64-slot destination, with a window of
+ * 2 * BOTH_BATCH datagrams each way (one batch sent for each one received, as an ack-clocked
+ * protocol keeps them), so that neither socket buffer overflows. Payload received per second,
+ * over `secs` from the first arrival; then it goes on for a while uncounted, so that the
+ * peer's count ends while this side still sends. */
+#define BOTH_BATCH 16
+
+static double udp_both_side(int s, size_t dgram, double secs)
+{
+	char *src = xalloc((size_t)SWEEP_SLOT * SWEEP_SLOTS), *dst = xalloc((size_t)SWEEP_SLOT * SWEEP_SLOTS);
+	size_t ts = 0, to = 0, rs = 0, ro = 0, total = 0;
+	struct timeval tv = { 0, 100000 };
+	double t0 = 0, t = 0, end = 0;
+	int owed = 2 * BOTH_BATCH;
+
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		struct mmsghdr msgs[BOTH_BATCH];
+		struct iovec iov[BOTH_BATCH];
+		int n = owed < BOTH_BATCH ? owed : BOTH_BATCH;
+
+		/* Send what the window allows. */
+		while (n > 0) {
+			size_t s0 = ts, o0 = to;
+			int sent;
+
+			for (int i = 0; i < n; i++) {
+				size_t at, len = sweep_next(dgram, &ts, &to, &at);
+
+				iov[i] = (struct iovec){ src + at, len };
+				memset(&msgs[i], 0, sizeof(msgs[i]));
+				msgs[i].msg_hdr.msg_iov = &iov[i];
+				msgs[i].msg_hdr.msg_iovlen = 1;
+			}
+			sent = sendmmsg(s, msgs, n, 0);
+			if (sent < 0 && errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+				return t > 0 ? total / t : -1;
+			ts = s0;
+			to = o0;
+			for (int i = 0; i < (sent > 0 ? sent : 0); i++) {
+				size_t at;
+
+				sweep_next(dgram, &ts, &to, &at);
+			}
+			owed -= sent > 0 ? sent : 0;
+			n -= sent > 0 ? sent : 0;
+		}
+		/* Receive; each datagram received lets one more go. */
+		size_t s0 = rs, o0 = ro;
+
+		for (int i = 0; i < BOTH_BATCH; i++) {
+			size_t at;
+
+			sweep_next(dgram, &rs, &ro, &at);
+			if (at > (size_t)SWEEP_SLOT * SWEEP_SLOTS - dgram)
+				at = (size_t)SWEEP_SLOT * SWEEP_SLOTS - dgram;
+			iov[i] = (struct iovec){ dst + at, dgram };
+			memset(&msgs[i], 0, sizeof(msgs[i]));
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		int got = recvmmsg(s, msgs, BOTH_BATCH, MSG_WAITFORONE, NULL);
+
+		rs = s0;
+		ro = o0;
+		if (got <= 0) {
+			/* The peer is gone (or lost a datagram for good): done. */
+			if (t0 == 0)
+				return -1;
+			break;
+		}
+		for (int i = 0; i < got; i++) {
+			size_t at;
+
+			sweep_next(dgram, &rs, &ro, &at);
+		}
+		owed += got;
+		if (t0 == 0) {
+			t0 = now();
+			continue;
+		}
+		if (end == 0) {
+			for (int i = 0; i < got; i++)
+				total += msgs[i].msg_len;
+			if ((t = now() - t0) >= secs)
+				end = now();
+		} else if (now() - end > 0.3) {
+			break;
+		}
+	}
+	return total / t;
+}
+
+static int bench_udp_both(size_t dgram, double secs)
+{
+	int a = socket(AF_INET, SOCK_DGRAM, 0), b = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in aa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) }, ba = aa;
+	socklen_t alen = sizeof(aa);
+	int buf = 64 << 20, back[2];
+	double mine, theirs = -1;
+	pid_t pid;
+
+	for (int i = 0; i < 2; i++) {
+		int s = i ? b : a;
+
+		setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+		setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+	}
+	if (bind(a, (struct sockaddr *)&aa, sizeof(aa)) || getsockname(a, (struct sockaddr *)&aa, &alen) ||
+	    bind(b, (struct sockaddr *)&ba, sizeof(ba)) || getsockname(b, (struct sockaddr *)&ba, &alen) ||
+	    connect(a, (struct sockaddr *)&ba, sizeof(ba)) || connect(b, (struct sockaddr *)&aa, sizeof(aa))) {
+		perror("udp-both sockets");
+		return 1;
+	}
+	if (pipe(back))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		close(a);
+		mine = udp_both_side(b, dgram, secs);
+		if (write(back[1], &mine, sizeof mine) != sizeof mine)
+			_exit(1);
+		_exit(0);
+	}
+	close(b);
+	mine = udp_both_side(a, dgram, secs);
+	if (read(back[0], &theirs, sizeof theirs) != sizeof theirs)
+		theirs = -1;
+	waitpid(pid, NULL, 0);
+	if (mine < 0 || theirs < 0) {
+		fprintf(stderr, "udp-both: a side moved nothing\n");
+		printf("udp-both %zu 0\n", dgram);
+		return 1;
+	}
+	printf("udp-both %zu %.3f\n", dgram, (mine < theirs ? mine : theirs) / 1e9);
+	return 0;
+}
+
 static int bench_handoff(long rounds)
 {
 	/* Two lines, one written by each side, so that each handoff moves one line one way. */
@@ -394,7 +540,7 @@ static int bench_handoff(long rounds)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp|udp-sweep <bytes> [seconds] | handoff <rounds>\n", argv[0]);
+		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp|udp-sweep|udp-both <bytes> [seconds] | handoff <rounds>\n", argv[0]);
 		return 2;
 	}
 	size_t n = strtoull(argv[2], NULL, 0);
@@ -410,6 +556,8 @@ int main(int argc, char **argv)
 		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0, 0);
 	if (!strcmp(argv[1], "udp-sweep"))
 		return bench_udp(n, argc > 3 ? atof(argv[3]) : 1.0, 1);
+	if (!strcmp(argv[1], "udp-both"))
+		return bench_udp_both(n, argc > 3 ? atof(argv[3]) : 1.0);
 	if (!strcmp(argv[1], "handoff"))
 		return bench_handoff((long)n);
 	fprintf(stderr, "unknown measurement %s\n", argv[1]);
