@@ -13,8 +13,8 @@
  *   udp-both    fi_rma_bw's 1 MiB write traffic both ways over raw UDP: two processes, each
  *               sending its 64-slot sweep to the other in datagrams of at most <datagram bytes>
  *               while receiving the other's into its own 64-slot destination, with a window
- *               of 32 datagrams each way (one sent per one received); GB/s per side (the
- *               slower one). The ceiling of a both-ways write over UDP, each CPU copying its
+ *               of 32 datagrams each way (one sent per one received), receiving by polling
+ *               as a library's progress does; GB/s per side (the slower one). The ceiling of a both-ways write over UDP, each CPU copying its
  *               own sends into the kernel and its peer's datagrams out of it
  *   both-cma    fi_rma_bw's write traffic with nothing else: two processes at once, each
  *               writing <bytes> at a time into the other (process_vm_writev) from slot j of a
@@ -373,11 +373,9 @@ static double udp_both_side(int s, size_t dgram, double secs)
 {
 	char *src = xalloc((size_t)SWEEP_SLOT * SWEEP_SLOTS), *dst = xalloc((size_t)SWEEP_SLOT * SWEEP_SLOTS);
 	size_t ts = 0, to = 0, rs = 0, ro = 0, total = 0;
-	struct timeval tv = { 0, 100000 };
-	double t0 = 0, t = 0, end = 0;
+	double t0 = 0, t = 0, end = 0, last = 0;
 	int owed = 2 * BOTH_BATCH;
 
-	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	for (;;) {
 		struct mmsghdr msgs[BOTH_BATCH];
 		struct iovec iov[BOTH_BATCH];
@@ -423,16 +421,26 @@ static double udp_both_side(int s, size_t dgram, double secs)
 			msgs[i].msg_hdr.msg_iov = &iov[i];
 			msgs[i].msg_hdr.msg_iovlen = 1;
 		}
-		int got = recvmmsg(s, msgs, BOTH_BATCH, MSG_WAITFORONE, NULL);
+		/* Polled, as a library's progress polls: a receive that sleeps until a datagram
+		 * comes pays a wakeup for each. */
+		int got = recvmmsg(s, msgs, BOTH_BATCH, MSG_DONTWAIT, NULL);
 
 		rs = s0;
 		ro = o0;
 		if (got <= 0) {
-			/* The peer is gone (or lost a datagram for good): done. */
-			if (t0 == 0)
+			if (got < 0 && errno != EAGAIN && errno != EINTR)
 				return -1;
-			break;
+			if (last == 0)
+				last = now();
+			else if (now() - last > 0.1) {
+				/* The peer is gone (or a datagram was lost for good): done. */
+				if (t0 == 0)
+					return -1;
+				break;
+			}
+			continue;
 		}
+		last = 0;
 		for (int i = 0; i < got; i++) {
 			size_t at;
 
