@@ -10,9 +10,10 @@ const DEVICE_WAIT_FD: bool = true;
 fn device_setup() {}
 include!("common/efa_cases.rs");
 
-/// A send to a local peer whose route is known is checked by shm alone, which holds our
+/// A send or RMA to a local peer whose route is known is checked by shm, which holds our
 /// limits (`open_peer_endpoint`): on a device whose MTU makes our inject size smaller than
-/// shm's own, an inject past ours still fails with FI_EMSGSIZE, and one at it arrives whole.
+/// shm's own, an inject past ours still fails with FI_EMSGSIZE, and one at it arrives whole;
+/// an RMA with more than our one remote iov is refused.
 #[test]
 fn an_inject_through_shm_is_held_to_our_inject_size() {
     use fabric::prov::efa::device::sim::{SimDevice, SimNet};
@@ -93,4 +94,60 @@ fn an_inject_through_shm_is_held_to_our_inject_size() {
             "FI_INJECT on a {len}-byte tagged send"
         );
     }
+
+    // Injected writes: the first learns the route, the second takes it; then the limits.
+    let (target, tv) = buf(8192);
+    let mr = b.reg(tv, FI_REMOTE_WRITE, 0);
+    let rma_at = |len: usize| fabric::abi::types::fi_rma_iov {
+        addr: target.as_ptr() as u64,
+        len,
+        key: mr.key(),
+    };
+    for round in 0..2u8 {
+        let (src, sv) = buf(limit);
+        src.copy_from_slice(&pattern(limit, 10 + round));
+        let (sv, rma) = ([sv], [rma_at(limit)]);
+        let op = fabric::util::ep::RmaOp {
+            call: Call::Inject,
+            ..rma_op(&sv, ab, &rma, 0)
+        };
+        a.retry(|| a.ep.write(&op)).unwrap();
+        src.fill(0xee);
+        let t = Instant::now();
+        while target[..limit] != pattern(limit, 10 + round)[..] {
+            b.cq.progress();
+            a.cq.progress();
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "injected write {round}"
+            );
+        }
+    }
+    for len in [limit + 1, 4096] {
+        let (_big, bigv) = buf(len);
+        let (bigv, rma) = ([bigv], [rma_at(len)]);
+        let op = fabric::util::ep::RmaOp {
+            call: Call::Inject,
+            ..rma_op(&bigv, ab, &rma, 0)
+        };
+        assert_eq!(
+            a.ep.write(&op),
+            Err(Errno::MSGSIZE),
+            "fi_inject_write of {len}"
+        );
+    }
+    let (_two, twov) = buf(16);
+    let twov = [twov];
+    let halves = [rma_at(8), rma_at(8)];
+    assert_eq!(
+        a.ep.write(&rma_op(&twov, ab, &halves, 3)),
+        Err(Errno::INVAL),
+        "two remote iovs (our rma_iov_limit is 1)"
+    );
+    let sent =
+        a.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .map(|e| e.device_stats().data_sent)
+            .unwrap();
+    assert_eq!(sent, 0, "the writes went through shm");
 }

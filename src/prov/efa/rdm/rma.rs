@@ -361,6 +361,11 @@ impl RdmEndpoint {
         if op.rma_iov[0].len != len {
             return Err(Errno::INVAL);
         }
+        // A local peer already routed goes straight to shm, which makes the rest of our
+        // checks (iov count, inject size, enabled: `open_peer_endpoint`), as a send does.
+        if let Some(shm) = self.known_route(op.addr) {
+            return if read { shm.read(op) } else { shm.write(op) };
+        }
         let flags = self.flags.resolve_tx(op.call, op.flags);
         let mut g = self.lock();
         self.check(&g, op.iov)?;
@@ -375,6 +380,7 @@ impl RdmEndpoint {
         }
         let peer = g.peer_for(op.addr)?;
         if let Some(shm) = self.route(&mut g, peer) {
+            self.routes.learn(op.addr, g.av_removals);
             drop(g);
             return if read { shm.read(op) } else { shm.write(op) };
         }

@@ -56,7 +56,7 @@ impl ShmEndpoint {
             return Err(Errno::INVAL);
         }
         let flags = self.flags.resolve_tx(op.call, op.flags);
-        if flags & FI_INJECT != 0 && len > INJECT_SIZE {
+        if flags & FI_INJECT != 0 && len > self.inject_limit {
             return Err(Errno::MSGSIZE);
         }
         // Posted and progressed under one hold of the lock: a stream of small writes took it
