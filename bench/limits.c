@@ -432,8 +432,10 @@ static double udp_both_side(int s, size_t dgram, double secs)
 				return -1;
 			if (last == 0)
 				last = now();
-			else if (now() - last > 0.1) {
-				/* The peer is gone (or a datagram was lost for good): done. */
+			else if (now() - last > (t0 == 0 ? 10.0 : 0.1)) {
+				/* The peer is gone (or a datagram was lost for good): done. Before
+				 * the first arrival the peer may still be filling its buffers, on
+				 * a loaded machine for a long while. */
 				if (t0 == 0)
 					return -1;
 				break;
@@ -460,7 +462,8 @@ static double udp_both_side(int s, size_t dgram, double secs)
 			break;
 		}
 	}
-	return total / t;
+	/* Nothing counted (the peer went quiet right after the first arrival): no figure. */
+	return total > 0 && t > 0 ? total / t : -1;
 }
 
 static int bench_udp_both(size_t dgram, double secs)
