@@ -21,14 +21,7 @@ fn an_inject_through_shm_is_held_to_our_inject_size() {
     use fabric::prov::efa::{EfaDomain, inject_size};
 
     init();
-    let mut hints = fabric::core::Info {
-        caps: CAPS,
-        ..Default::default()
-    };
-    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
-    let (domain, info) = domain_of(&EFA, &hints, |i| {
-        i.domain_attr.name.as_deref() == Some(RDM_DOMAIN)
-    });
+    let (domain, info) = domain_of(&EFA, &rdm_hints(), on_rdm_domain);
     let efa = domain
         .as_any()
         .and_then(|d| d.downcast_ref::<EfaDomain>())
@@ -45,6 +38,12 @@ fn an_inject_through_shm_is_held_to_our_inject_size() {
     b.insert_hex(&a.name_hex());
     let limit = inject_size(mtu);
     assert!(limit < 4096, "our inject size ({limit}) is below shm's");
+    let data_sent = || {
+        a.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .map(|e| e.device_stats().data_sent)
+            .unwrap()
+    };
 
     // The first send learns the route; the ones after it take the known one.
     for (round, len) in [(0u8, 8), (1, limit), (2, limit)] {
@@ -69,12 +68,7 @@ fn an_inject_through_shm_is_held_to_our_inject_size() {
         assert_eq!((r.op_context, r.len), (2, len), "round {round}");
         assert!(dst == &pattern(len, round)[..], "data of round {round}");
     }
-    let sent =
-        a.ep.as_any()
-            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
-            .map(|e| e.device_stats().data_sent)
-            .unwrap();
-    assert_eq!(sent, 0, "the peer was reached through shm");
+    assert_eq!(data_sent(), 0, "the peer was reached through shm");
     for len in [limit + 1, 4096] {
         let (_big, bigv) = buf(len);
         let bigv = [bigv];
@@ -144,10 +138,5 @@ fn an_inject_through_shm_is_held_to_our_inject_size() {
         Err(Errno::INVAL),
         "two remote iovs (our rma_iov_limit is 1)"
     );
-    let sent =
-        a.ep.as_any()
-            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
-            .map(|e| e.device_stats().data_sent)
-            .unwrap();
-    assert_eq!(sent, 0, "the writes went through shm");
+    assert_eq!(data_sent(), 0, "the writes went through shm");
 }

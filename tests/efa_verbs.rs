@@ -550,13 +550,7 @@ fn a_receiver_that_cannot_register_gets_long_reads_by_long_cts() {
 #[test]
 fn without_device_write_long_writes_go_by_long_read() {
     let (a, b, ab, _) = pair();
-    let mut hints = fabric::core::Info {
-        caps: CAPS,
-        ..Default::default()
-    };
-    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
-    let on_device = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some(RDM_DOMAIN);
-    let c = Node::open_configured(&EFA, &hints, on_device, |ep| {
+    let c = Node::open_configured(&EFA, &rdm_hints(), on_rdm_domain, |ep| {
         ep.as_any()
             .and_then(|e| e.downcast_ref::<RdmEndpoint>())
             .unwrap()
@@ -649,22 +643,17 @@ fn query_mr_through_the_c_ops_answers_from_the_registration() {
     use fabric::abi::types::{fi_efa_mr_attr, fid_domain, fid_mr};
     use fabric::util::Provider;
     init();
-    let mut hints = fabric::core::Info {
-        caps: CAPS,
-        ..Default::default()
-    };
-    hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
     let info = fabric::core::provider::InfoProvider::getinfo(
         &EFA,
         fi_version(2, 6),
         None,
         None,
         0,
-        Some(&hints),
+        Some(&rdm_hints()),
     )
     .unwrap()
     .into_iter()
-    .find(|i| i.domain_attr.name.as_deref() == Some(RDM_DOMAIN))
+    .find(on_rdm_domain)
     .unwrap();
     let fab = EFA.fabric(&info.fabric_attr).unwrap();
     let (mem, _) = buf(4096);

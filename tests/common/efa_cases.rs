@@ -32,18 +32,28 @@ fn init() {
     });
 }
 
-/// Two connected endpoints on the loopback device: (a, b, b's address at a, a's at b).
-fn pair() -> (Node, Node, u64, u64) {
-    init();
-    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some(RDM_DOMAIN);
+/// Our caps and what efa asks of applications (fi_efa(7)): provider keys and virtual
+/// addresses.
+fn rdm_hints() -> fabric::core::Info {
     let mut hints = fabric::core::Info {
         caps: CAPS,
         ..Default::default()
     };
-    // What efa asks of applications (fi_efa(7)): provider keys and virtual addresses.
     hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
-    let a = Node::open_hints(&EFA, &hints, lo);
-    let b = Node::open_hints(&EFA, &hints, lo);
+    hints
+}
+
+/// The RDM domain of the device this binary tests.
+fn on_rdm_domain(i: &fabric::core::Info) -> bool {
+    i.domain_attr.name.as_deref() == Some(RDM_DOMAIN)
+}
+
+/// Two connected endpoints on the loopback device: (a, b, b's address at a, a's at b).
+fn pair() -> (Node, Node, u64, u64) {
+    init();
+    let hints = rdm_hints();
+    let a = Node::open_hints(&EFA, &hints, on_rdm_domain);
+    let b = Node::open_hints(&EFA, &hints, on_rdm_domain);
     let ab = a.insert_hex(&b.name_hex());
     let ba = b.insert_hex(&a.name_hex());
     (a, b, ab, ba)
@@ -1043,15 +1053,10 @@ fn an_index_reused_for_a_peer_without_shm_takes_the_device() {
 #[test]
 fn a_thread_domain_domain_is_serialized_and_carries_everything() {
     init();
-    let lo = |i: &fabric::core::Info| i.domain_attr.name.as_deref() == Some(RDM_DOMAIN);
     let open = |threading| {
-        let mut hints = fabric::core::Info {
-            caps: CAPS,
-            ..Default::default()
-        };
-        hints.domain_attr.mr_mode = (FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR) as i32;
+        let mut hints = rdm_hints();
         hints.domain_attr.threading = threading;
-        Node::open_hints(&EFA, &hints, lo)
+        Node::open_hints(&EFA, &hints, on_rdm_domain)
     };
     assert!(!open(FI_THREAD_SAFE).domain.serialized());
     let (a, b) = (open(FI_THREAD_DOMAIN), open(FI_THREAD_DOMAIN));

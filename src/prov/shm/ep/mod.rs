@@ -308,7 +308,15 @@ impl ShmEndpoint {
         let rxq = SharedRxQueue::new_serial(caps & FI_DIRECTED_RECV != 0, domain.serialized);
         let name = endpoint_name(info.src_addr.as_deref());
         let (tx, rx) = (info.tx_attr.op_flags, info.rx_attr.op_flags);
-        Ok(Self::build(domain, caps, (tx, rx), name, rxq, None))
+        Ok(Self::build(
+            domain,
+            caps,
+            (tx, rx),
+            name,
+            rxq,
+            None,
+            INJECT_SIZE,
+        ))
     }
 
     /// An endpoint in peer mode (see [`PeerMode`]) named `name`, matching in `rxq`.
@@ -323,14 +331,7 @@ impl ShmEndpoint {
     ) -> Arc<ShmEndpoint> {
         let caps = caps & super::SHM_CAPS & !(FI_RMA_EVENT | FI_AV_USER_ID);
         let inject_limit = inject_limit.min(INJECT_SIZE);
-        Self::build(
-            domain,
-            caps,
-            op_flags,
-            name,
-            rxq,
-            Some((mode, inject_limit)),
-        )
+        Self::build(domain, caps, op_flags, name, rxq, Some(mode), inject_limit)
     }
 
     fn build(
@@ -339,12 +340,9 @@ impl ShmEndpoint {
         (tx_flags, rx_flags): (u64, u64),
         name: String,
         rxq: SharedRxQueue<Pending>,
-        peer_mode: Option<(PeerMode, usize)>,
+        peer_mode: Option<PeerMode>,
+        inject_limit: usize,
     ) -> Arc<ShmEndpoint> {
-        let (peer_mode, inject_limit) = match peer_mode {
-            Some((mode, limit)) => (Some(mode), limit),
-            None => (None, INJECT_SIZE),
-        };
         let serial = domain.serialized;
         Arc::new_cyclic(|me| ShmEndpoint {
             me: me.clone(),
