@@ -588,6 +588,8 @@ impl RdmEndpoint {
         let rxq = SharedRxQueue::new_serial(caps & FI_DIRECTED_RECV != 0, domain.serialized);
         // Upstream uses shm unless the application asked for remote communication only.
         let local_comm = caps & (FI_LOCAL_COMM | FI_REMOTE_COMM) != FI_REMOTE_COMM;
+        // Ours, and the limit shm holds routed sends and RMA to (it checks them alone).
+        let inject_limit = super::inject_size(mtu);
         let shm = (local_comm && crate::prov::efa::shm_transfer_enabled())
             .then(|| {
                 domain.shm_domain().open_peer_endpoint(
@@ -596,7 +598,7 @@ impl RdmEndpoint {
                     super::local::shm_name(&dev.addr()),
                     rxq.clone(),
                     super::local::PEER_MODE,
-                    super::inject_size(mtu),
+                    inject_limit,
                 )
             })
             .and_then(|r| r.ok());
@@ -623,7 +625,7 @@ impl RdmEndpoint {
             bound_av: OnceLock::new(),
             routes: ShmRoutes::new(),
             rxq: rxq.clone(),
-            inject_limit: super::inject_size(mtu),
+            inject_limit,
             rx_size: knobs.rx_size,
             inner: Mutex::new(Inner {
                 dev,
