@@ -22,7 +22,7 @@ fn main() {
         .nth(1)
         .and_then(|s| s.parse().ok())
         .unwrap_or(1.0);
-    let Some(lo) = discover(Some("lo"), None).into_iter().next() else {
+    let Some(lo) = discover(Some("lo"), 1, None).into_iter().next() else {
         eprintln!("srd_bulk: no loopback device");
         std::process::exit(1);
     };

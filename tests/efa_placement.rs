@@ -33,7 +33,7 @@ fn node(domain: &Arc<dyn fabric::util::Domain>, info: &Info, faults: Option<Faul
         .as_any()
         .and_then(|d| d.downcast_ref::<EfaDomain>())
         .expect("an efa domain");
-    let lo = udp::discover(Some("lo"), None)
+    let lo = udp::discover(Some("lo"), 1, None)
         .into_iter()
         .next()
         .expect("a loopback device");

@@ -20,6 +20,11 @@ pub const BATCH: usize = 32;
 /// instead of being cut at 32 (each message walks the stack and the link once).
 pub const SEND_BATCH: usize = GSO_MAX_SEGMENTS;
 
+/// How many datagrams of `seg` bytes one GSO message holds.
+pub fn gso_run_datagrams(seg: usize) -> usize {
+    (GSO_MAX_BYTES / seg.max(1)).clamp(1, GSO_MAX_SEGMENTS)
+}
+
 /// linux/udp.h: the cmsg (level `SOL_UDP`) giving a GSO message's segment size.
 const UDP_SEGMENT: i32 = 103;
 /// linux/udp.h: the socket option turning GRO on, and the cmsg giving a coalesced buffer's
@@ -34,11 +39,12 @@ const GSO_MAX_BYTES: usize = 65_000;
 /// (`UdpSock::first_socket_quiet`).
 pub const FIRST_QUIET_READS: u32 = 8;
 
-/// One datagram for [`UdpSock::send_batch`]: destination, and its bytes in two parts (a header
-/// and a payload sent from where it lies; either may be empty). The destination is borrowed
+/// One datagram for [`UdpSock::send_batch`]: destination, and its bytes in three parts, any of
+/// which may be empty (a header and a payload sent from where it lies; a fragment's header
+/// first, `efa::device::fragment`). The destination is borrowed
 /// from where the caller keeps it: copied into each item, it was read back while its stores
 /// were in flight (a stall per datagram in `perf annotate`).
-pub type SendItem<'a> = (&'a SocketAddr, [&'a [u8]; 2]);
+pub type SendItem<'a> = (&'a SocketAddr, [&'a [u8]; 3]);
 
 /// At most `N` values on the stack, of which only those pushed are written: the lists a send
 /// builds (its datagrams, their GSO runs, their iovecs) are sized for 64 datagrams, and
@@ -595,11 +601,19 @@ impl UdpSock {
         self.peer_sock.is_some() && self.first_empty >= FIRST_QUIET_READS
     }
 
-    /// Sends datagrams (destination, bytes in two parts, either may be empty: a header and a
-    /// payload sent from where it lies); returns how many the kernel took (the rest should be
-    /// retried: the socket buffer is full). Consecutive datagrams to one destination, each as
-    /// long as the first but the last (which may be shorter), go out as one GSO message.
+    /// Sends datagrams (destination, bytes in three parts, see [`SendItem`]); returns how
+    /// many the kernel took (the rest should be retried: the socket buffer is full).
+    /// Consecutive datagrams to one destination, each as long as the first but the last
+    /// (which may be shorter), go out as one GSO message.
     pub fn send_batch(&self, items: &[SendItem<'_>]) -> usize {
+        self.send_batch_runs(items, GSO_MAX_SEGMENTS)
+    }
+
+    /// `send_batch` with GSO messages of at most `max_run` datagrams: a caller whose
+    /// datagrams come in groups (a datagram's fragments) ends runs where groups do, so that
+    /// the receiver's GRO runs hold groups whole.
+    pub fn send_batch_runs(&self, items: &[SendItem<'_>], max_run: usize) -> usize {
+        let max_run = max_run.clamp(1, GSO_MAX_SEGMENTS);
         let n = items.len().min(SEND_BATCH);
         if n == 0 {
             return 0;
@@ -611,13 +625,13 @@ impl UdpSock {
         // Runs of items: (first, count, segment size).
         let mut runs = StackList::<(usize, usize, usize), SEND_BATCH>::new();
         let mut i = 0;
-        let size = |i: usize| items[i].1[0].len() + items[i].1[1].len();
+        let size = |i: usize| items[i].1.iter().map(|p| p.len()).sum::<usize>();
         while i < n {
             let (dest, seg) = (items[i].0, size(i));
             let (mut k, mut total) = (1, seg);
             // Items of one peer mostly borrow one address: the pointers answer first.
             let same = |a: &SocketAddr| core::ptr::eq(a, dest) || *a == *dest;
-            while gso && seg > 0 && i + k < n && k < GSO_MAX_SEGMENTS && same(items[i + k].0) {
+            while gso && seg > 0 && i + k < n && k < max_run && same(items[i + k].0) {
                 let len = size(i + k);
                 if len > seg || len == 0 || total + len > GSO_MAX_BYTES {
                     break;
@@ -646,7 +660,7 @@ impl UdpSock {
         });
         // Each datagram's parts, in order; `iov_at[g]` is where run g's start (a GSO run's
         // datagrams are one stream of iovecs, cut into segments by the kernel).
-        let mut iov = StackList::<libc::iovec, { 2 * SEND_BATCH }>::new();
+        let mut iov = StackList::<libc::iovec, { 3 * SEND_BATCH }>::new();
         let mut iov_at = StackList::<usize, { SEND_BATCH + 1 }>::new();
         for &(first, count, _) in runs {
             iov_at.push(iov.len());
@@ -733,7 +747,7 @@ impl UdpSock {
             // it on this socket and send the datagrams one by one.
             if coalesced && (e == libc::EINVAL || e == libc::EIO || e == libc::ENOPROTOOPT) {
                 self.gso.store(false, Ordering::Relaxed);
-                return self.send_batch(items);
+                return self.send_batch_runs(items, max_run);
             }
             if refused_for_good(e) {
                 return runs[0].1;
@@ -747,17 +761,25 @@ impl UdpSock {
     /// parts go out by sendmsg(2) without the batch's lists of runs, iovecs and headers, some
     /// 150 instructions of every lone send (callgrind). Returns 1 if it went out or was
     /// dropped as a lost one would be, 0 if the socket is full.
-    fn send_one(&self, dest: &SocketAddr, parts: &[&[u8]; 2]) -> usize {
+    fn send_one(&self, dest: &SocketAddr, parts: &[&[u8]; 3]) -> usize {
         // The kernel only reads the iovecs: pointers made mutable for the C type. An empty
-        // datagram still needs one (empty) iovec; an empty tail none.
-        let iov = parts.map(|p| libc::iovec {
-            iov_base: p.as_ptr() as *mut libc::c_void,
-            iov_len: p.len(),
-        });
+        // datagram still needs one (empty) iovec; empty parts none.
+        let mut iov = [libc::iovec {
+            iov_base: core::ptr::null_mut(),
+            iov_len: 0,
+        }; 3];
+        let mut used = 0;
+        for p in parts.iter().filter(|p| !p.is_empty()) {
+            iov[used] = libc::iovec {
+                iov_base: p.as_ptr() as *mut libc::c_void,
+                iov_len: p.len(),
+            };
+            used += 1;
+        }
         // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
         let mut h: libc::msghdr = unsafe { core::mem::zeroed() };
         h.msg_iov = iov.as_ptr().cast_mut();
-        h.msg_iovlen = if parts[1].is_empty() { 1 } else { 2 };
+        h.msg_iovlen = used.max(1);
         // SAFETY: an all-zero sockaddr_storage is valid.
         let mut name: libc::sockaddr_storage = unsafe { core::mem::zeroed() };
         // To the connected socket's peer through it, unnamed (`PeerSock`).
@@ -809,7 +831,10 @@ mod tests {
             };
             let msgs: Vec<Vec<u8>> = (0..5u8).map(|i| vec![i; 100 + i as usize]).collect();
             let to = b.local_addr();
-            let items: Vec<SendItem> = msgs.iter().map(|m| (&to, [&m[..], &[][..]])).collect();
+            let items: Vec<SendItem> = msgs
+                .iter()
+                .map(|m| (&to, [&m[..], &[][..], &[][..]]))
+                .collect();
             assert_eq!(a.send_batch(&items), 5);
             let mut bufs = vec![vec![0u8; 2048]; 8];
             let mut out = Vec::new();
@@ -845,8 +870,8 @@ mod tests {
         );
         let to = b.local_addr();
         let (head, tail) = (vec![1u8; 24], vec![2u8; 100]);
-        assert_eq!(a.send_batch(&[(&to, [&head[..], &tail[..]])]), 1);
-        assert_eq!(a.send_batch(&[(&to, [&[][..], &[][..]])]), 1);
+        assert_eq!(a.send_batch(&[(&to, [&head[..], &tail[..], &[][..]])]), 1);
+        assert_eq!(a.send_batch(&[(&to, [&[][..], &[][..], &[][..]])]), 1);
         let mut bufs = vec![vec![0u8; 2048]; 2];
         let (mut out, mut all) = (Vec::new(), Vec::new());
         let mut got = 0;
@@ -869,7 +894,10 @@ mod tests {
         assert!(bufs[0][124..].iter().all(|&x| x == 0));
         // Port 0 is no destination: refused at once (EINVAL), dropped, not retried.
         let nowhere = SocketAddr::new(ip, 0);
-        assert_eq!(a.send_batch(&[(&nowhere, [&head[..], &[][..]])]), 1);
+        assert_eq!(
+            a.send_batch(&[(&nowhere, [&head[..], &[][..], &[][..]])]),
+            1
+        );
     }
 
     /// A run of equal datagrams to one peer (GSO where the kernel has it) still arrives as the
@@ -892,9 +920,9 @@ mod tests {
         msgs.push(vec![100; 1400]);
         // Every other datagram in two parts (a header and a payload sent where it lies): the
         // kernel cuts a run's iovecs into the datagrams that were meant.
-        fn parts(i: usize, m: &[u8]) -> [&[u8]; 2] {
+        fn parts(i: usize, m: &[u8]) -> [&[u8]; 3] {
             let (head, tail) = m.split_at(if i.is_multiple_of(2) { m.len() } else { 40 });
-            [head, tail]
+            [head, tail, &[]]
         }
         let (to_b, to_c) = (b.local_addr(), c.local_addr());
         let mut items: Vec<SendItem> = msgs[..20]
@@ -954,7 +982,7 @@ mod tests {
         let mut list = SendList::new();
         let to = b.local_addr();
         for m in &msgs {
-            assert!(list.push((&to, [&m[..40], &m[40..]])));
+            assert!(list.push((&to, [&m[..40], &m[40..], &[]])));
         }
         assert_eq!(list.len(), n);
         assert_eq!(
@@ -986,9 +1014,9 @@ mod tests {
         let to = SocketAddr::from(([127, 0, 0, 1], 9));
         let mut list = SendList::new();
         for _ in 0..SEND_BATCH {
-            assert!(list.push((&to, [b"x", b""])));
+            assert!(list.push((&to, [b"x", b"", b""])));
         }
-        assert!(!list.push((&to, [b"y", b""])));
+        assert!(!list.push((&to, [b"y", b"", b""])));
         assert_eq!(list.len(), SEND_BATCH);
         assert!(list.as_slice().iter().all(|i| i.1[0] == b"x"));
     }
@@ -1033,8 +1061,8 @@ mod tests {
             assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 0);
         }
         assert!(a.first_socket_quiet());
-        assert_eq!(c.send_batch(&[(&ta, [b"c1", b""])]), 1);
-        assert_eq!(b.send_batch(&[(&ta, [b"b1", b""])]), 1);
+        assert_eq!(c.send_batch(&[(&ta, [b"c1", b"", b""])]), 1);
+        assert_eq!(b.send_batch(&[(&ta, [b"b1", b"", b""])]), 1);
         // Loopback delivers within the send: both are there now.
         assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, false), 1);
         assert_eq!((out[0].1, &bufs[0][..out[0].0]), (tb, &b"b1"[..]));
@@ -1054,7 +1082,7 @@ mod tests {
             !a.first_socket_quiet(),
             "moving the connected socket ends the quiet"
         );
-        assert_eq!(b.send_batch(&[(&ta, [b"b2", b""])]), 1);
+        assert_eq!(b.send_batch(&[(&ta, [b"b2", b"", b""])]), 1);
         assert_eq!(a.recv_batch_split(&mut bufs, &[], &mut out, true), 1);
         assert_eq!((out[0].1, &bufs[0][..out[0].0]), (tb, &b"b2"[..]));
     }
@@ -1079,19 +1107,22 @@ mod tests {
         // Already connected there: nothing new.
         assert_eq!(a.connect_peer(tb).unwrap(), None);
 
-        assert_eq!(a.send_batch(&[(&tb, [b"to b", b""])]), 1);
+        assert_eq!(a.send_batch(&[(&tb, [b"to b", b"", b""])]), 1);
         assert_eq!(a.connected_peer(), Some((tb, 1)));
         assert_eq!(take(&mut b, 1), vec![(ta, b"to b".to_vec())]);
         // A batch that names another peer goes out unconnected, from the same address.
-        assert_eq!(a.send_batch(&[(&tb, [b"b2", b""]), (&tc, [b"c1", b""])]), 2);
+        assert_eq!(
+            a.send_batch(&[(&tb, [b"b2", b"", b""]), (&tc, [b"c1", b"", b""])]),
+            2
+        );
         assert_eq!(a.connected_peer(), Some((tb, 1)));
         assert_eq!(take(&mut b, 1), vec![(ta, b"b2".to_vec())]);
         assert_eq!(take(&mut c, 1), vec![(ta, b"c1".to_vec())]);
 
         // Both peers' datagrams arrive, each once.
         for i in 0..3u8 {
-            assert_eq!(b.send_batch(&[(&ta, [&[b'b', i][..], b""])]), 1);
-            assert_eq!(c.send_batch(&[(&ta, [&[b'c', i][..], b""])]), 1);
+            assert_eq!(b.send_batch(&[(&ta, [&[b'b', i][..], b"", b""])]), 1);
+            assert_eq!(c.send_batch(&[(&ta, [&[b'c', i][..], b"", b""])]), 1);
         }
         let mut got = take(&mut a, 6);
         got.sort();
@@ -1123,11 +1154,11 @@ mod tests {
         // Moved to c: sends to c go through it, and both peers still reach us.
         assert_eq!(a.connect_peer(tc).unwrap(), None);
         assert_eq!(a.connected_peer(), Some((tc, 1)));
-        assert_eq!(a.send_batch(&[(&tc, [b"c2", b""])]), 1);
+        assert_eq!(a.send_batch(&[(&tc, [b"c2", b"", b""])]), 1);
         assert_eq!(a.connected_peer(), Some((tc, 2)));
         assert_eq!(take(&mut c, 1), vec![(ta, b"c2".to_vec())]);
-        assert_eq!(b.send_batch(&[(&ta, [b"b9", b""])]), 1);
-        assert_eq!(c.send_batch(&[(&ta, [b"c9", b""])]), 1);
+        assert_eq!(b.send_batch(&[(&ta, [b"b9", b"", b""])]), 1);
+        assert_eq!(c.send_batch(&[(&ta, [b"c9", b"", b""])]), 1);
         let mut got = take(&mut a, 2);
         got.sort();
         let mut want = vec![(tb, b"b9".to_vec()), (tc, b"c9".to_vec())];
@@ -1136,7 +1167,7 @@ mod tests {
 
         a.disconnect_peer();
         assert_eq!(a.connected_peer(), None);
-        assert_eq!(a.send_batch(&[(&tb, [b"b3", b""])]), 1);
+        assert_eq!(a.send_batch(&[(&tb, [b"b3", b"", b""])]), 1);
         assert_eq!(take(&mut b, 1), vec![(ta, b"b3".to_vec())]);
     }
 }

@@ -272,21 +272,21 @@ impl DevInfo {
 /// or `fi_getinfo` passes `FI_RESCAN`: discovery costs system calls per interface, which made
 /// every `fi_getinfo` take ~100 µs.
 fn devices(rescan: bool) -> Vec<DevInfo> {
-    type Cache = Option<((Option<String>, usize), Vec<DevInfo>)>;
+    type Cache = Option<((Option<String>, usize, usize), Vec<DevInfo>)>;
     static CACHE: Mutex<Cache> = Mutex::new(None);
     let knobs = device_knobs();
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     match &*cache {
         Some((k, list)) if !rescan && *k == knobs => list.clone(),
         _ => {
-            let (iface, mtu) = &knobs;
+            let (iface, mtu, fragments) = &knobs;
             let mtu = (*mtu > 0).then_some(*mtu);
             let mut list: Vec<DevInfo> = device::verbs::discover(iface.as_deref(), mtu)
                 .into_iter()
                 .map(DevInfo::Hw)
                 .collect();
             list.extend(
-                device::udp::discover(iface.as_deref(), mtu)
+                device::udp::discover(iface.as_deref(), *fragments, mtu)
                     .into_iter()
                     .map(DevInfo::Soft),
             );
@@ -296,8 +296,8 @@ fn devices(rescan: bool) -> Vec<DevInfo> {
     }
 }
 
-/// `FI_EFA_IFACE` and `FI_EFA_MTU_SIZE` (0: the interface's MTU).
-fn device_knobs() -> (Option<String>, usize) {
+/// `FI_EFA_IFACE`, `FI_EFA_MTU_SIZE` (0: the interface's MTU) and `FI_EFA_UDP_FRAGMENTS`.
+fn device_knobs() -> (Option<String>, usize, usize) {
     let iface = knob_str(
         PROV_NAME,
         "iface",
@@ -309,7 +309,15 @@ fn device_knobs() -> (Option<String>, usize) {
         "Largest packet payload (0: the interface's)",
         0,
     );
-    (iface, mtu)
+    // Ours (upstream's efa has no software device): 1 turns fragmentation off.
+    let fragments = knob_size(
+        PROV_NAME,
+        "udp_fragments",
+        "Most link-sized UDP datagrams one packet of the software SRD device spans on a \
+         small-MTU link (1: none)",
+        device::fragment::DEFAULT_COUNT,
+    );
+    (iface, mtu, fragments)
 }
 
 /// The next RNR back-off, in µs, after one of `prev_us` (0: none yet), efa-reference §6: the
@@ -1181,6 +1189,7 @@ mod tests {
                 loopback: true,
             },
             mtu: 8192,
+            fragments: 1,
             link: crate::sys::netif::LinkInfo {
                 pci: None,
                 speed_bps: 0,
@@ -1238,6 +1247,7 @@ mod tests {
                 loopback: false,
             },
             mtu: 1348,
+            fragments: 1,
             link: LinkInfo {
                 pci,
                 speed_bps,

@@ -11,6 +11,7 @@
 //! emulates one-sided operations with its own packets everywhere else.
 
 pub mod faults;
+pub mod fragment;
 pub mod sim;
 pub mod udp;
 pub mod verbs;
@@ -338,6 +339,13 @@ pub trait Device: Send {
     /// this host, which the kernel routes over loopback whatever interface we are on).
     fn path_mtu(&self, peer: &EfaAddr) -> usize {
         let _ = peer;
+        self.mtu()
+    }
+
+    /// Largest payload a peer takes that did not say what it takes (a handshake without
+    /// `max_pkt`): [`Device::mtu`], unless this device carries larger datagrams in fragments
+    /// only peers that said so join (the software device on a small-MTU link).
+    fn plain_mtu(&self) -> usize {
         self.mtu()
     }
 

@@ -13,6 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::RawFd;
 
 use super::faults::{Faults, Injector};
+use super::fragment::{self, Fragmenting};
 use super::{
     Completion, DevError, Device, EfaAddr, HEADROOM, MIN_MTU, PLACED_HDR, Placement, TooBig,
     recv_buf_len,
@@ -22,7 +23,9 @@ use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transm
 use crate::sys::mem::IoVec;
 use crate::sys::netif::{Iface, LinkInfo};
 use crate::sys::poll::{Epoll, EventFd, TimerFd};
-use crate::sys::udp::{BATCH, PeerSockError, SEND_BATCH, SendList, StackList, UdpSock};
+use crate::sys::udp::{
+    BATCH, PeerSockError, SEND_BATCH, SendList, StackList, UdpSock, gso_run_datagrams,
+};
 
 /// Datagrams up to this size are received in runs (GRO) when the kernel can.
 const GRO_MAX_DATAGRAM: usize = 16 << 10;
@@ -59,6 +62,27 @@ fn packet_mtu(link_mtu: usize, ip: IpAddr) -> usize {
         .saturating_sub(HEADROOM)
 }
 
+/// The largest RDM packet of a device on `iface` and the most fragments a datagram goes out
+/// in (1: none; `FI_EFA_UDP_FRAGMENTS` asks for `fragments`). A link whose datagrams are small
+/// carries transport datagrams of up to `fragments` of them (`device::fragment`), as many as
+/// a GRO receive takes in one datagram's buffer; loopback's are large already.
+/// `mtu_override` (`FI_EFA_MTU_SIZE`) lowers the result, never below `MIN_MTU`.
+fn device_mtu(iface: &Iface, fragments: usize, mtu_override: Option<usize>) -> (usize, usize) {
+    let plain = packet_mtu(iface.mtu, iface.addr);
+    let link = plain + HEADROOM;
+    let fit = GRO_MAX_DATAGRAM / link.saturating_sub(fragment::HDR).max(1);
+    let count = fragments.min(fragment::MAX_COUNT).min(fit);
+    let (mut mtu, count) = if !iface.loopback && count >= 2 && plain >= MIN_MTU {
+        (count * (link - fragment::HDR) - HEADROOM, count)
+    } else {
+        (plain, 1)
+    };
+    if let Some(m) = mtu_override {
+        mtu = mtu.min(m);
+    }
+    (mtu.max(MIN_MTU), count)
+}
+
 /// Peers at this host's own addresses, as a device on another interface reaches them: the
 /// kernel routes datagrams to any local address over loopback, so they may be as large as
 /// loopback's (`packet_mtu` of lo) rather than the interface's. Without this two processes
@@ -75,7 +99,7 @@ impl LocalPath {
     /// the device receives them whole (`rx_len`: its socket buffers). None on loopback itself,
     /// or when `FI_EFA_MTU_SIZE` lowered the device's MTU (the user asked for that size).
     fn of(dev: &UdpDeviceInfo, rx_len: usize) -> Option<LocalPath> {
-        if dev.iface.loopback || dev.mtu < packet_mtu(dev.iface.mtu, dev.iface.addr) {
+        if dev.iface.loopback || dev.mtu < device_mtu(&dev.iface, dev.fragments, None).0 {
             return None;
         }
         let ifaces = crate::sys::netif::interfaces();
@@ -98,14 +122,21 @@ pub struct UdpDeviceInfo {
     pub iface: Iface,
     /// Largest RDM packet.
     pub mtu: usize,
+    /// Most link-sized fragments one of its datagrams goes out in (1: none; `device_mtu`).
+    pub fragments: usize,
     /// The hardware under the interface (PCI function, speed, state) as sysfs tells it.
     pub link: LinkInfo,
 }
 
 /// The devices of this host: one per interface that is up and has an address, non-loopback
-/// first (`FI_EFA_IFACE` filters by interface or device name, comma-separated). `mtu_override`
-/// (`FI_EFA_MTU_SIZE`) lowers the MTU.
-pub fn discover(filter: Option<&str>, mtu_override: Option<usize>) -> Vec<UdpDeviceInfo> {
+/// first (`FI_EFA_IFACE` filters by interface or device name, comma-separated). `fragments`
+/// (`FI_EFA_UDP_FRAGMENTS`) and `mtu_override` (`FI_EFA_MTU_SIZE`) shape the MTU
+/// (`device_mtu`).
+pub fn discover(
+    filter: Option<&str>,
+    fragments: usize,
+    mtu_override: Option<usize>,
+) -> Vec<UdpDeviceInfo> {
     let mut list: Vec<UdpDeviceInfo> = crate::sys::netif::interfaces()
         .into_iter()
         .filter(|i| i.up)
@@ -117,17 +148,14 @@ pub fn discover(filter: Option<&str>, mtu_override: Option<usize>) -> Vec<UdpDev
                 .any(|n| n == i.name || n == format!("srd_{}", i.name)),
         })
         .map(|iface| {
-            let mut mtu = packet_mtu(iface.mtu, iface.addr);
-            if let Some(m) = mtu_override {
-                mtu = mtu.min(m);
-            }
             // Never below MIN_MTU, which every peer relies on before our handshake.
-            let mtu = mtu.max(MIN_MTU);
+            let (mtu, fragments) = device_mtu(&iface, fragments, mtu_override);
             UdpDeviceInfo {
                 name: format!("srd_{}", iface.name),
                 link: crate::sys::netif::link_info(&iface.name, iface.up),
                 iface,
                 mtu,
+                fragments,
             }
         })
         .collect();
@@ -235,6 +263,8 @@ pub struct UdpDevice {
     indirect_routes: u32,
     /// The connected socket could not be made: not tried again.
     no_peer_sock: bool,
+    /// Datagrams larger than the link takes go out in fragments (`device::fragment`).
+    frag: Option<Fragmenting>,
 }
 
 /// A peer whose connected socket has had no send for this long gives it up to another peer
@@ -297,6 +327,15 @@ impl UdpDevice {
         let gro = buf_len <= GRO_MAX_DATAGRAM && sock.enable_gro();
         let rx_len = if gro { GRO_BUF } else { buf_len };
         let local = LocalPath::of(dev, rx_len);
+        let link = packet_mtu(dev.iface.mtu, dev.iface.addr) + HEADROOM;
+        let frag = (dev.fragments >= 2 && dev.mtu + HEADROOM > link).then(|| {
+            let link = fragment::Link {
+                payload: link,
+                max_count: dev.fragments,
+            };
+            let runs = gso_run_datagrams(link.payload);
+            Fragmenting::new(link, buf_len, runs, crate::sys::random::u32())
+        });
         Ok(UdpDevice {
             sock,
             addr,
@@ -335,6 +374,7 @@ impl UdpDevice {
             peer_sends: (0, 0),
             indirect_routes: 0,
             no_peer_sock: false,
+            frag,
         })
     }
 
@@ -563,6 +603,10 @@ impl UdpDevice {
                     self.receive_run(now, i, len, from, seg, out);
                     continue;
                 }
+                if self.frag.is_some() && len > 0 && self.rx_bufs[i][0] == fragment::MAGIC {
+                    self.take_apart(now, from, i, 0..len, out);
+                    continue;
+                }
                 let ready = !self.recvs.is_empty();
                 let arrival = self
                     .t
@@ -669,8 +713,27 @@ impl UdpDevice {
         let mut off = 0;
         let mut run_at = None;
         while off < len {
-            let end = (off + seg).min(len);
-            let datagram = &self.rx_bufs[i][off..end];
+            let mut end = (off + seg).min(len);
+            let mut at = off..end;
+            if self.frag.is_some() && self.rx_bufs[i][off] == fragment::MAGIC {
+                // A datagram's fragments: joined where they lie when the run holds them all,
+                // else copied together with those of other runs.
+                match fragment::whole_in_run(&self.rx_bufs[i][..len], off, seg) {
+                    Some((count, last)) => {
+                        at = fragment::join_in_run(&mut self.rx_bufs[i], off, seg, count, last);
+                        end = last;
+                        if let Some(f) = self.frag.as_mut() {
+                            f.joined_in_run += 1;
+                        }
+                    }
+                    None => {
+                        self.take_apart(now, from, i, off..end, out);
+                        off = end;
+                        continue;
+                    }
+                }
+            }
+            let datagram = &self.rx_bufs[i][at.clone()];
             if datagram.len() > recv_buf_len(self.mtu)
                 && datagram.len() > recv_buf_len(self.path_mtu_ip(from.ip()))
             {
@@ -692,7 +755,7 @@ impl UdpDevice {
                     out.push(Completion::Run { buf: Vec::new() });
                 }
                 out.push(Completion::RecvInRun {
-                    off: off + payload.start,
+                    off: at.start + payload.start,
                     len: payload.len(),
                     src: EfaAddr::from_socket(from, src_qkey),
                 });
@@ -705,6 +768,97 @@ impl UdpDevice {
             out[at] = Completion::Run {
                 buf: core::mem::replace(&mut self.rx_bufs[i], spare),
             };
+        }
+    }
+
+    /// A fragment that arrived apart from the rest of its datagram, at `rx_bufs[i][at]`:
+    /// copied to the others from its source (`fragment::Reassembly`). The datagram it
+    /// completes goes up in a posted receive, which takes the reassembly buffer's place.
+    fn take_apart(
+        &mut self,
+        now: Time,
+        from: SocketAddr,
+        i: usize,
+        at: core::ops::Range<usize>,
+        out: &mut Vec<Completion>,
+    ) {
+        let Some(f) = self.frag.as_mut() else {
+            return;
+        };
+        let Some(slot) = f.apart.add(from, &self.rx_bufs[i][at]) else {
+            return;
+        };
+        let ready = if self.gro {
+            self.run_credits < self.recvs.len()
+        } else {
+            !self.recvs.is_empty()
+        };
+        let (buf, len) = f.apart.datagram(slot);
+        if let Arrival::Deliver { src_qkey, payload } =
+            self.t.handle_datagram(now, from, &buf[..len], ready)
+            && let Some((wr_id, mut posted)) = self.recvs.pop_back()
+        {
+            core::mem::swap(buf, &mut posted);
+            out.push(Completion::Recv {
+                wr_id,
+                buf: posted,
+                off: payload.start,
+                len: payload.len(),
+                src: EfaAddr::from_socket(from, src_qkey),
+            });
+        }
+        f.apart.release(slot);
+    }
+
+    /// How many fragments a datagram of `total` bytes to `dest` goes out in: 1 when the link
+    /// takes it whole, or when `dest` is this host's (loopback carries it whole), or when it
+    /// is too large even for fragments (it goes whole, as it would without them).
+    #[inline]
+    fn fragments_for(&self, dest: &SocketAddr, total: usize) -> usize {
+        match &self.frag {
+            Some(f) if total > f.link.payload => {
+                if self.local.as_ref().is_some_and(|l| l.reaches(dest.ip())) {
+                    1
+                } else {
+                    f.link.count(total).max(1)
+                }
+            }
+            _ => 1,
+        }
+    }
+
+    /// Sends `bytes` to `dest` in fragments when the link needs them (the injector's and
+    /// unreliable datagrams; the transport's go out in `transmit_queued`'s batches). Returns
+    /// whether the socket took any of it.
+    fn send_datagram(&mut self, dest: &SocketAddr, bytes: &[u8]) -> bool {
+        let count = self.fragments_for(dest, bytes.len());
+        let Some(f) = self.frag.as_mut().filter(|_| count > 1) else {
+            return self.sock.send_batch(&[(dest, [bytes, &[], &[]])]) > 0;
+        };
+        let id = f.new_id();
+        let mut hdrs = [[0u8; fragment::HDR]; fragment::MAX_COUNT];
+        let mut items = SendList::new();
+        for (k, h) in hdrs.iter_mut().enumerate().take(count) {
+            *h = f.link.header(k, count, id);
+            let [a, b] = f.link.piece_of([bytes, &[]], k);
+            items.push((dest, [&h[..], a, b]));
+        }
+        self.sock.send_batch_runs(items.as_slice(), count) > 0
+    }
+
+    /// Hands a datagram to the fault injector, in the fragments the link needs: each is
+    /// lost, repeated, damaged or delayed on its own, as on a real link.
+    fn inject_datagram(&mut self, now: Time, dest: SocketAddr, bytes: &[u8]) {
+        let count = self.fragments_for(&dest, bytes.len());
+        let Some(f) = self.frag.as_mut().filter(|_| count > 1) else {
+            self.inject(now, dest, bytes);
+            return;
+        };
+        let (id, link) = (f.new_id(), f.link);
+        for k in 0..count {
+            let h = link.header(k, count, id);
+            let [a, b] = link.piece_of([bytes, &[]], k);
+            self.inject(now, dest, &[&h[..], a, b].concat());
         }
     }
 
@@ -741,7 +895,7 @@ impl UdpDevice {
                     },
                     Transmit::Ctrl { dest, bytes, len } => (dest, bytes[..len].to_vec()),
                 };
-                self.inject(now, dest, &bytes);
+                self.inject_datagram(now, dest, &bytes);
             }
             while let Some(core::cmp::Reverse((t, _, _))) = self.delayed.peek() {
                 if *t > now {
@@ -752,7 +906,7 @@ impl UdpDevice {
                     break;
                 };
                 // Loss at the socket is acceptable here: the transport recovers.
-                self.sock.send_batch(&[(&dest, [&b[..], &[]])]);
+                self.sock.send_batch(&[(&dest, [&b[..], &[], &[]])]);
             }
             return;
         }
@@ -761,16 +915,15 @@ impl UdpDevice {
             // moved into a batch of its own, each entry was read back right after its copy was
             // stored (a stall per datagram in `perf annotate`), and what the socket refused had
             // to be kept aside. No allocation per batch: the lists live on the stack.
+            // Fragments' headers, one per item at most.
+            let mut frag_hdrs = [[0u8; fragment::HDR]; SEND_BATCH];
+            let mut free_hdrs = &mut frag_hdrs[..];
             let mut items = SendList::new();
             // For each item, how many queue entries it and those before it took (entries of
             // datagrams settled since are skipped).
             let mut upto = StackList::<usize, SEND_BATCH>::new();
             let mut examined = 0;
             for t in self.t.transmits() {
-                if items.len() == SEND_BATCH {
-                    break;
-                }
-                examined += 1;
                 let item = match t {
                     Transmit::Data { peer, seq } => self
                         .t
@@ -778,9 +931,44 @@ impl UdpDevice {
                         .map(|b| (self.t.peer_addr(*peer), b)),
                     Transmit::Ctrl { dest, bytes, len } => Some((dest, [&bytes[..*len], &[]])),
                 };
-                if let Some(item) = item {
-                    items.push(item);
+                let count = match item {
+                    Some((dest, [a, b])) if self.frag.is_some() => {
+                        self.fragments_for(dest, a.len() + b.len())
+                    }
+                    _ => 1,
+                };
+                // A datagram's fragments go in one batch.
+                if items.len() + count > SEND_BATCH {
+                    break;
+                }
+                examined += 1;
+                let Some((dest, parts)) = item else {
+                    continue;
+                };
+                if count == 1 {
+                    items.push((dest, [parts[0], parts[1], &[]]));
                     upto.push(examined);
+                    continue;
+                }
+                let Some(f) = self.frag.as_mut() else {
+                    unreachable!("fragments only with fragmentation on")
+                };
+                let id = f.new_id();
+                for k in 0..count {
+                    let (h, rest) = core::mem::take(&mut free_hdrs)
+                        .split_first_mut()
+                        .expect("a header for every item");
+                    free_hdrs = rest;
+                    *h = f.link.header(k, count, id);
+                    let [a, b] = f.link.piece_of(parts, k);
+                    items.push((dest, [&h[..], a, b]));
+                    // The datagram is taken from the queue only with its last fragment: one
+                    // whose fragments the socket took in part goes again whole, with a new id.
+                    upto.push(if k + 1 == count {
+                        examined
+                    } else {
+                        examined - 1
+                    });
                 }
             }
             if examined == 0 {
@@ -788,7 +976,8 @@ impl UdpDevice {
                 return;
             }
             let n = items.len();
-            let sent = self.sock.send_batch(items.as_slice());
+            let run = self.frag.as_ref().map_or(SEND_BATCH, |f| f.run);
+            let sent = self.sock.send_batch_runs(items.as_slice(), run);
             if sent < n {
                 // The socket buffer is full: the rest stays queued, in order, for the next poll.
                 let taken = sent.checked_sub(1).map_or(0, |i| upto.as_slice()[i]);
@@ -810,8 +999,8 @@ impl UdpDevice {
     fn send_unreliable_queued(&mut self, now: Time) {
         while let Some((dest, wr_id, buf)) = self.unreliable.pop_front() {
             if self.injector.is_some() {
-                self.inject(now, dest, &buf);
-            } else if self.sock.send_batch(&[(&dest, [&buf[..], &[]])]) == 0 {
+                self.inject_datagram(now, dest, &buf);
+            } else if !self.send_datagram(&dest, &buf) {
                 self.unreliable.push_front((dest, wr_id, buf));
                 return;
             }
@@ -827,6 +1016,13 @@ impl Device for UdpDevice {
 
     fn path_mtu(&self, peer: &EfaAddr) -> usize {
         self.path_mtu_ip(peer.ip())
+    }
+
+    fn plain_mtu(&self) -> usize {
+        match &self.frag {
+            Some(f) => self.mtu.min(f.link.payload - HEADROOM).max(MIN_MTU),
+            None => self.mtu,
+        }
     }
 
     fn addr(&self) -> EfaAddr {
@@ -930,9 +1126,10 @@ impl Device for UdpDevice {
         self.poll_placed(out, max, &[], crate::sys::os::monotonic_ns());
     }
 
-    /// Runs coalesced by GRO arrive whole, so only a device without GRO (loopback) places.
+    /// Runs coalesced by GRO arrive whole, so only a device without GRO (loopback) places;
+    /// nor one whose datagrams come in fragments.
     fn places(&self) -> bool {
-        !self.gro
+        !self.gro && self.frag.is_none()
     }
 
     fn poll_placed(
@@ -1069,9 +1266,14 @@ impl Device for UdpDevice {
     }
 
     fn stats(&self) -> srd::Stats {
+        let f = self.frag.as_ref();
         srd::Stats {
             dropped_too_big: self.too_big.count,
             placed: self.placed,
+            fragmented: f.map_or(0, |f| f.sent),
+            joined_in_run: f.map_or(0, |f| f.joined_in_run),
+            joined_apart: f.map_or(0, |f| f.apart.joined),
+            fragments_dropped: f.map_or(0, |f| f.apart.dropped),
             ..self.t.stats()
         }
     }
@@ -1110,7 +1312,7 @@ mod tests {
     }
 
     fn lo() -> UdpDeviceInfo {
-        discover(None, None)
+        discover(None, 1, None)
             .into_iter()
             .find(|d| d.iface.loopback && d.iface.addr.is_ipv4())
             .expect("loopback device")
@@ -1130,116 +1332,211 @@ mod tests {
         }
     }
 
+    /// Sends 3,000 datagrams of 1 to `info.mtu` bytes from one device on `info` to another,
+    /// each posted receive handed back at once, and checks every byte of every datagram and
+    /// that each arrives once. Returns the sender's and receiver's stats, and the runs the
+    /// receiver handed up.
+    fn transfer_exactly(
+        info: &UdpDeviceInfo,
+        faults: Option<Faults>,
+    ) -> (srd::Stats, srd::Stats, usize, bool) {
+        let cfg = DeviceConfig {
+            faults,
+            rnr_retry: 7,
+            ..DeviceConfig::default()
+        };
+        let max = info.mtu;
+        let mut a = UdpDevice::open(info, 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(info, 0, &cfg).unwrap();
+        const N: usize = 3000;
+        for i in 0..64 {
+            b.post_recv(Vec::new(), i).unwrap();
+        }
+        let dest = b.addr();
+        let size = |i: usize| (1 + (i * 131) % max).max(8);
+        for i in 0..N {
+            let mut buf = vec![0u8; HEADROOM + max];
+            let len = size(i);
+            for (k, x) in buf[HEADROOM..HEADROOM + len].iter_mut().enumerate() {
+                *x = (k ^ i) as u8;
+            }
+            buf[HEADROOM..HEADROOM + 8].copy_from_slice(&(i as u64).to_le_bytes());
+            a.post_send(dest, buf, len, IoVec::EMPTY, i as u64).unwrap();
+        }
+        let mut out = Vec::new();
+        let mut got = vec![false; N];
+        let mut sent = 0;
+        let mut runs = 0;
+        let t = Instant::now();
+        while sent < N || got.iter().any(|g| !g) {
+            a.poll(&mut out, 256);
+            b.poll(&mut out, 256);
+            // The end of a pass, as the RDM endpoint's lock release does: acks go out.
+            a.flush();
+            b.flush();
+            let mut run = Vec::new();
+            for c in out.drain(..) {
+                let (posted, off, len, src) = match c {
+                    Completion::Send { status, .. } => {
+                        assert_eq!(status, Ok(()));
+                        sent += 1;
+                        continue;
+                    }
+                    Completion::Run { buf } => {
+                        runs += 1;
+                        b.return_run(core::mem::replace(&mut run, buf));
+                        continue;
+                    }
+                    c @ (Completion::Rdma { .. }
+                    | Completion::WriteData { .. }
+                    | Completion::Placed { .. }) => {
+                        panic!("no RDMA nor placement here: {c:?}")
+                    }
+                    Completion::Recv {
+                        wr_id,
+                        buf,
+                        off,
+                        len,
+                        src,
+                    } => (Some((wr_id, buf)), off, len, src),
+                    Completion::RecvInRun { off, len, src } => (None, off, len, src),
+                };
+                let bytes = match &posted {
+                    Some((_, buf)) => &buf[..],
+                    None => &run[..],
+                };
+                assert_eq!(src, a.addr());
+                let i = u64::from_le_bytes(bytes[off..off + 8].try_into().unwrap()) as usize;
+                assert!(!got[i], "datagram {i} delivered twice");
+                got[i] = true;
+                assert_eq!(len, size(i));
+                for (k, x) in bytes[off + 8..off + len].iter().enumerate() {
+                    assert_eq!(*x, ((k + 8) ^ i) as u8, "byte {k} of datagram {i}");
+                }
+                if let Some((wr_id, buf)) = posted {
+                    b.post_recv(buf, wr_id).unwrap();
+                }
+            }
+            b.return_run(run);
+            assert!(
+                t.elapsed().as_secs() < 60,
+                "transfer stalled (faults {faults:?})"
+            );
+        }
+        (a.stats(), b.stats(), runs, b.gro)
+    }
+
     #[test]
     fn loopback_transfer_is_exact_with_and_without_faults() {
-        for faults in [
-            None,
-            Some(Faults {
-                loss: 5.0,
-                dup: 2.0,
-                corrupt: 2.0,
-                delay_us: 200,
-                seed: 3,
-            }),
-        ] {
-            let cfg = DeviceConfig {
-                faults,
-                rnr_retry: 7,
-                ..DeviceConfig::default()
-            };
+        for faults in [None, Some(SOME_FAULTS)] {
             let info = UdpDeviceInfo { mtu: 8000, ..lo() };
-            let mut a = UdpDevice::open(&info, 0, &cfg).unwrap();
-            let mut b = UdpDevice::open(&info, 0, &cfg).unwrap();
-            const N: usize = 3000;
-            for i in 0..64 {
-                b.post_recv(Vec::new(), i).unwrap();
-            }
-            let dest = b.addr();
-            for i in 0..N {
-                let mut buf = vec![0u8; HEADROOM + 8000];
-                let len = 1 + (i * 131) % 8000;
-                for (k, x) in buf[HEADROOM..HEADROOM + len].iter_mut().enumerate() {
-                    *x = (k ^ i) as u8;
-                }
-                buf[HEADROOM..HEADROOM + 8].copy_from_slice(
-                    &(i as u64).to_le_bytes()[..8.min(len)]
-                        .iter()
-                        .copied()
-                        .chain([0; 8])
-                        .take(8)
-                        .collect::<Vec<_>>(),
-                );
-                a.post_send(dest, buf, len.max(8), IoVec::EMPTY, i as u64)
-                    .unwrap();
-            }
-            let mut out = Vec::new();
-            let mut got = vec![false; N];
-            let mut sent = 0;
-            let mut runs = 0;
-            let t = Instant::now();
-            while sent < N || got.iter().any(|g| !g) {
-                a.poll(&mut out, 256);
-                b.poll(&mut out, 256);
-                // The end of a pass, as the RDM endpoint's lock release does: acks go out.
-                a.flush();
-                b.flush();
-                let mut run = Vec::new();
-                for c in out.drain(..) {
-                    let (posted, off, len, src) = match c {
-                        Completion::Send { status, .. } => {
-                            assert_eq!(status, Ok(()));
-                            sent += 1;
-                            continue;
-                        }
-                        Completion::Run { buf } => {
-                            runs += 1;
-                            b.return_run(core::mem::replace(&mut run, buf));
-                            continue;
-                        }
-                        c @ (Completion::Rdma { .. }
-                        | Completion::WriteData { .. }
-                        | Completion::Placed { .. }) => {
-                            panic!("no RDMA nor placement here: {c:?}")
-                        }
-                        Completion::Recv {
-                            wr_id,
-                            buf,
-                            off,
-                            len,
-                            src,
-                        } => (Some((wr_id, buf)), off, len, src),
-                        Completion::RecvInRun { off, len, src } => (None, off, len, src),
-                    };
-                    let bytes = match &posted {
-                        Some((_, buf)) => &buf[..],
-                        None => &run[..],
-                    };
-                    assert_eq!(src, a.addr());
-                    let i = u64::from_le_bytes(bytes[off..off + 8].try_into().unwrap()) as usize;
-                    assert!(!got[i], "datagram {i} delivered twice");
-                    got[i] = true;
-                    let want = (1 + (i * 131) % 8000).max(8);
-                    assert_eq!(len, want);
-                    for (k, x) in bytes[off + 8..off + len].iter().enumerate() {
-                        assert_eq!(*x, ((k + 8) ^ i) as u8, "byte {k} of datagram {i}");
-                    }
-                    if let Some((wr_id, buf)) = posted {
-                        b.post_recv(buf, wr_id).unwrap();
-                    }
-                }
-                b.return_run(run);
-                assert!(
-                    t.elapsed().as_secs() < 60,
-                    "transfer stalled (faults {faults:?})"
-                );
-            }
-            let st = a.stats();
+            let (st, _, runs, gro) = transfer_exactly(&info, faults);
             if faults.is_some() {
                 assert!(st.retransmits > 0);
             }
             // 8,000-byte datagrams take the GRO path where the kernel has it.
-            assert_eq!(runs > 0, b.gro, "runs handed up: {runs}");
+            assert_eq!(runs > 0, gro, "runs handed up: {runs}");
         }
+    }
+
+    const SOME_FAULTS: Faults = Faults {
+        loss: 5.0,
+        dup: 2.0,
+        corrupt: 2.0,
+        delay_us: 200,
+        seed: 3,
+    };
+
+    /// A device like one on a 1,500-byte Ethernet link, on loopback's address, whose
+    /// datagrams go out in fragments: the MTU one below its own, so that peers at this
+    /// host's addresses are not reached over loopback's larger datagrams (`LocalPath`).
+    fn fragmenting_device() -> UdpDeviceInfo {
+        let lo = lo();
+        let iface = Iface {
+            mtu: 1500,
+            loopback: false,
+            ..lo.iface.clone()
+        };
+        let (mtu, fragments) = device_mtu(&iface, fragment::DEFAULT_COUNT, None);
+        assert_eq!(
+            (mtu, fragments),
+            (5 * (1472 - fragment::HDR) - HEADROOM, 5),
+            "five fragments of a 1,472-byte UDP payload"
+        );
+        UdpDeviceInfo {
+            name: "srd_eth_like".into(),
+            iface,
+            mtu: mtu - 1,
+            fragments,
+            ..lo
+        }
+    }
+
+    /// Datagrams larger than the link are sent in fragments and arrive exact and once: joined
+    /// in place when a GRO run holds them (no faults: the sender's GSO runs end where
+    /// datagrams do), and copied together when they arrive apart (the injector sends each
+    /// fragment alone, losing, repeating, damaging and delaying them one by one).
+    #[test]
+    fn fragments_carry_datagrams_larger_than_the_link_exactly() {
+        let info = fragmenting_device();
+        let (a, b, _, gro) = transfer_exactly(&info, None);
+        assert!(a.fragmented > 1000, "sent in fragments: {a:?}");
+        // Every datagram larger than the link came joined (a repeated one may be joined
+        // and then refused as a duplicate), and nothing was joined that was not sent.
+        let joined = b.joined_in_run + b.joined_apart;
+        assert!(joined >= b.delivered - small(&info), "{b:?}");
+        assert!(joined <= a.fragmented, "{a:?} {b:?}");
+        if gro {
+            assert!(b.joined_in_run > b.joined_apart, "{b:?}");
+        }
+        let (a, b, _, _) = transfer_exactly(&info, Some(SOME_FAULTS));
+        assert!(a.retransmits > 0 && a.fragmented > 1000, "{a:?}");
+        assert!(b.joined_apart > 0 && b.fragments_dropped > 0, "{b:?}");
+    }
+
+    /// Of `transfer_exactly`'s datagrams, those the link takes whole.
+    fn small(info: &UdpDeviceInfo) -> u64 {
+        let link = packet_mtu(info.iface.mtu, info.iface.addr);
+        (0..3000)
+            .filter(|i| (1 + (i * 131) % info.mtu).max(8) <= link)
+            .count() as u64
+    }
+
+    /// A peer on loopback's larger path takes datagrams whole, and a device without
+    /// fragments never sends them: `FI_EFA_UDP_FRAGMENTS=1` gives the link's own MTU.
+    #[test]
+    fn fragments_only_where_the_link_needs_them() {
+        let frag = fragmenting_device();
+        let d = UdpDevice::open(&frag, 0, &DeviceConfig::default()).unwrap();
+        let far: SocketAddr = SocketAddr::from(([192, 0, 2, 7], 9));
+        assert_eq!(d.fragments_for(&far, 1472), 1);
+        assert_eq!(d.fragments_for(&far, 1473), 2);
+        assert_eq!(d.fragments_for(&far, frag.mtu + HEADROOM), 5);
+        assert_eq!(d.plain_mtu(), 1472 - HEADROOM);
+        // The same link at its own MTU reaches this host's addresses over loopback.
+        let near = UdpDeviceInfo {
+            mtu: frag.mtu + 1,
+            ..frag.clone()
+        };
+        let d = UdpDevice::open(&near, 0, &DeviceConfig::default()).unwrap();
+        if d.local.is_some() {
+            assert_eq!(d.fragments_for(&d.addr.socket(), near.mtu + HEADROOM), 1);
+        }
+        assert_eq!(d.fragments_for(&far, near.mtu + HEADROOM), 5);
+        let (mtu, n) = device_mtu(&frag.iface, 1, None);
+        assert_eq!((mtu, n), (1472 - HEADROOM, 1));
+        let (mtu, n) = device_mtu(&lo().iface, 5, None);
+        assert_eq!((mtu, n), (lo().mtu, 1), "loopback takes large datagrams");
+        let jumbo = Iface {
+            mtu: 9000,
+            ..frag.iface.clone()
+        };
+        assert_eq!(
+            device_mtu(&jumbo, 5, None).1,
+            1,
+            "two 9 KiB fragments pass GRO's 16 KiB"
+        );
+        assert_eq!(device_mtu(&frag.iface, 5, Some(4000)), (4000, 5));
     }
 
     /// Sends to a peer go through a socket connected to it, whose datagrams arrive there: the

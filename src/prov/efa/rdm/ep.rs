@@ -449,6 +449,8 @@ pub(super) struct Inner {
     /// The device kept acks back at the end of the last call (see `ack_timer`).
     acks_kept: Arc<AtomicBool>,
     pub mtu: usize,
+    /// What a peer whose handshake names no size receives (`Device::plain_mtu`).
+    pub plain_pkt: usize,
     pub knobs: Knobs,
     pub enabled: bool,
     pub av: Option<Arc<Av>>,
@@ -577,6 +579,7 @@ impl RdmEndpoint {
         let knobs = domain.knobs.clone();
         let rm_enabled = domain.rm_enabled;
         let mtu = dev.mtu();
+        let plain_pkt = dev.plain_mtu();
         let rdma = if knobs.use_device_rdma {
             dev.caps()
         } else {
@@ -634,6 +637,7 @@ impl RdmEndpoint {
                 rdma_waiting: VecDeque::new(),
                 acks_kept: Arc::new(AtomicBool::new(false)),
                 mtu,
+                plain_pkt,
                 knobs,
                 enabled: false,
                 av: None,

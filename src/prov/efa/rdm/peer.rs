@@ -248,14 +248,15 @@ impl Inner {
     /// The largest packet we send `peer` (every packet builder sizes its packets by it): what
     /// our device carries to it (`Peer::path_mtu`) capped by what its handshake said it
     /// receives, or by `PRE_HANDSHAKE_PKT` until then; a handshake that says nothing means
-    /// our MTU (the peer's device is like ours).
+    /// our device's plain MTU (the peer's device is like ours, but may not join fragments:
+    /// `Device::plain_mtu`).
     #[inline]
     pub fn peer_pkt(&self, peer: usize) -> usize {
         let p = &self.peers[peer];
         let theirs = match (p.hs_received, p.max_pkt) {
             (false, _) => PRE_HANDSHAKE_PKT,
             (true, Some(m)) => m,
-            (true, None) => self.mtu,
+            (true, None) => self.plain_pkt,
         };
         p.path_mtu.min(theirs)
     }

@@ -151,6 +151,13 @@ pub struct Stats {
     /// Datagrams whose payload the device received straight into the memory the upper layer
     /// named for it (`device::Placement`; the UDP device without GRO).
     pub placed: u64,
+    /// The UDP device on a small-MTU link (`device::fragment`): datagrams sent in
+    /// fragments, those received joined in place in a GRO run or copied together from
+    /// fragments that arrived apart, and fragments dropped (lost partners, out of order).
+    pub fragmented: u64,
+    pub joined_in_run: u64,
+    pub joined_apart: u64,
+    pub fragments_dropped: u64,
 }
 
 /// A peer queue pair: where it is and which incarnation (QKEY) it is.
