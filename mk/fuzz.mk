@@ -5,7 +5,7 @@
 # fuzz/artifacts/<target>/. cargo-fuzz runs on stable Rust with `-s none` (no sanitizer; the
 # coverage instrumentation is stable). Longer runs by hand: make fuzz FUZZ_SECONDS=600
 TEST_TARGETS    += test-fuzz
-FUZZ_TARGETS    := srd_transport rdm_packet shm_commands
+FUZZ_TARGETS    := srd_transport rdm_packet shm_commands udp_fragments
 FUZZ_SECONDS    ?= 20
 CARGO_FUZZ_VERSION := 0.13.2
 

@@ -132,6 +132,119 @@ pub fn rdm_packet(data: &[u8]) {
     }
 }
 
+/// Fragments below the transport (`efa::device::fragment`), as the UDP device takes them from
+/// hostile peers: each step is a raw fragment (often repaired to our magic, a valid
+/// index/count byte and a piece size that fits its length) from one of three sources, or a
+/// GRO run of such fragments joined in place. Nothing may panic, and no datagram may come
+/// out longer than the reassembly's capacity or, joined in a run, past the run's bytes.
+/// Then the fragments of two known datagrams, in an order, with losses and repeats the script
+/// chooses, must join to exactly those datagrams (at most once each) and nothing else.
+pub fn udp_fragments(data: &[u8]) {
+    use crate::prov::efa::device::fragment::{
+        HDR, Link, MAGIC, Reassembly, join_in_run, whole_in_run,
+    };
+    const CAP: usize = 2048;
+    let mut s = Script { data, pos: 0 };
+    let mut r = Reassembly::new(CAP);
+    let src = |b: u8| std::net::SocketAddr::from(([10, 0, 0, 1], 1 + u16::from(b % 3)));
+    let raw = usize::from(s.byte() % 32);
+    for _ in 0..raw {
+        let op = s.byte();
+        let n = usize::from(s.byte()) * 4 % 700;
+        let mut frag = s.chunk(n).to_vec();
+        if op & 1 != 0 && frag.len() > HDR {
+            frag[0] = MAGIC;
+            frag[1] = ((frag[1] >> 4) % 8) << 4 | (2 + frag[1] % 7);
+            let piece = if op & 2 != 0 {
+                frag.len() - HDR
+            } else {
+                frag.len() - HDR + 3
+            };
+            frag[2..4].copy_from_slice(&(piece as u16).to_le_bytes());
+        }
+        if op & 4 != 0 {
+            let mut run = [frag.clone(), frag.clone(), frag].concat();
+            let seg = run.len() / 3;
+            if seg > 0
+                && let Some((count, end)) = whole_in_run(&run, 0, seg)
+            {
+                assert!(end <= run.len());
+                let at = join_in_run(&mut run, 0, seg, count, end);
+                assert!(at.end <= end && at.start == HDR);
+            }
+        } else if let Some(slot) = r.add(src(op >> 3), &frag) {
+            let (buf, len) = r.datagram(slot);
+            assert!(len <= CAP && buf.len() >= len);
+            r.release(slot);
+        }
+    }
+    // Known datagrams: every one that completes is exact.
+    let link = Link {
+        payload: 64 + usize::from(s.byte() % 64),
+        max_count: 8,
+    };
+    let datagrams: Vec<Vec<u8>> = (0..2u8)
+        .map(|d| {
+            let n = link.payload + 1 + usize::from(s.u16()) % (link.max_datagram() - link.payload);
+            (0..n).map(|i| (i as u8).wrapping_mul(31) ^ d).collect()
+        })
+        .collect();
+    let mut frags: Vec<(u32, Vec<u8>)> = Vec::new();
+    for (id, d) in datagrams.iter().enumerate() {
+        let count = link.count(d.len());
+        for k in 0..count {
+            let [a, b] = link.piece_of([d, &[]], k);
+            frags.push((
+                id as u32,
+                [&link.header(k, count, id as u32)[..], a, b].concat(),
+            ));
+        }
+    }
+    let mut r = Reassembly::new(link.max_datagram());
+    let mut done = [false; 2];
+    let all = s.byte() == 0;
+    if all {
+        // The whole set in a scripted order, none lost: both must come out.
+        let mut order: Vec<usize> = (0..frags.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, usize::from(s.byte()) % (i + 1));
+        }
+        for &k in &order {
+            let (id, f) = &frags[k];
+            if let Some(slot) = r.add(src(0), f) {
+                let (buf, len) = r.datagram(slot);
+                assert_eq!(&buf[..len], &datagrams[*id as usize][..]);
+                done[*id as usize] = true;
+                r.release(slot);
+            }
+        }
+        assert_eq!(
+            done, [true; 2],
+            "fragments all there, in any order, and not joined"
+        );
+        return;
+    }
+    while !s.done() && !frags.is_empty() {
+        let pick = usize::from(s.byte()) % frags.len();
+        let (id, f) = match s.byte() % 4 {
+            0 => frags.remove(pick),
+            1 => frags[pick].clone(),
+            _ => frags.swap_remove(pick),
+        };
+        if let Some(slot) = r.add(src(0), &f) {
+            let (buf, len) = r.datagram(slot);
+            let id = id as usize;
+            assert_eq!(
+                &buf[..len],
+                &datagrams[id][..],
+                "datagram {id} joined wrong"
+            );
+            done[id] = true;
+            r.release(slot);
+        }
+    }
+}
+
 /// Memory the shm harness registers and receives into, leaked once per thread (the endpoint
 /// that used it is closed before the next input).
 fn harness_memory() -> (IoVec, IoVec) {

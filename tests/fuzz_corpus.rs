@@ -84,3 +84,8 @@ fn shm_commands_corpus() {
     assert_eq!(fuzzing::shm_commands(&inline), (1, 3));
     replay("shm_commands", 300, fuzzing::shm_commands);
 }
+
+#[test]
+fn udp_fragments_corpus() {
+    replay("udp_fragments", 3000, fuzzing::udp_fragments);
+}
