@@ -1502,6 +1502,66 @@ mod tests {
             .count() as u64
     }
 
+    /// Unreliable datagrams (DGRAM endpoints) larger than the link go in fragments too, and
+    /// arrive whole and exact (loopback loses none).
+    #[test]
+    fn unreliable_datagrams_larger_than_the_link_arrive_whole() {
+        let info = fragmenting_device();
+        let cfg = DeviceConfig {
+            faults: None,
+            ..DeviceConfig::default()
+        };
+        let mut a = UdpDevice::open(&info, 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&info, 0, &cfg).unwrap();
+        for i in 0..8 {
+            b.post_recv(Vec::new(), i).unwrap();
+        }
+        let sizes = [100, 1448, 1449, 4000, info.mtu];
+        for (i, &n) in sizes.iter().enumerate() {
+            let mut buf = vec![0u8; HEADROOM + n];
+            for (k, x) in buf[HEADROOM..].iter_mut().enumerate() {
+                *x = (k * 7 + i) as u8;
+            }
+            a.post_send_unreliable(b.addr(), buf, n, i as u64).unwrap();
+        }
+        let mut out = Vec::new();
+        let mut got = Vec::new();
+        let t = Instant::now();
+        while got.len() < sizes.len() {
+            a.poll(&mut out, 64);
+            b.poll(&mut out, 64);
+            let mut run = Vec::new();
+            for c in out.drain(..) {
+                match c {
+                    Completion::Recv { buf, off, len, .. } => {
+                        got.push(buf[off..off + len].to_vec())
+                    }
+                    Completion::Run { buf } => run = buf,
+                    Completion::RecvInRun { off, len, .. } => {
+                        got.push(run[off..off + len].to_vec())
+                    }
+                    Completion::Send { status, .. } => assert_eq!(status, Ok(())),
+                    _ => panic!("no RDMA nor placement here"),
+                }
+            }
+            assert!(
+                t.elapsed().as_secs() < 10,
+                "got {} of {}",
+                got.len(),
+                sizes.len()
+            );
+        }
+        got.sort_by_key(Vec::len);
+        for (i, (&n, d)) in sizes.iter().zip(&got).enumerate() {
+            assert_eq!(d.len(), n);
+            assert!(
+                d.iter().enumerate().all(|(k, x)| *x == (k * 7 + i) as u8),
+                "datagram {i}"
+            );
+        }
+        assert_eq!(a.stats().fragmented, 3, "the three larger than the link");
+    }
+
     /// A peer on loopback's larger path takes datagrams whole, and a device without
     /// fragments never sends them: `FI_EFA_UDP_FRAGMENTS=1` gives the link's own MTU.
     #[test]
