@@ -201,10 +201,9 @@ pub fn udp_fragments(data: &[u8]) {
         }
     }
     let mut r = Reassembly::new(link.max_datagram());
-    let mut done = [false; 2];
-    let all = s.byte() == 0;
-    if all {
+    if s.byte() == 0 {
         // The whole set in a scripted order, none lost: both must come out.
+        let mut done = [false; 2];
         let mut order: Vec<usize> = (0..frags.len()).collect();
         for i in (1..order.len()).rev() {
             order.swap(i, usize::from(s.byte()) % (i + 1));
@@ -239,7 +238,6 @@ pub fn udp_fragments(data: &[u8]) {
                 &datagrams[id][..],
                 "datagram {id} joined wrong"
             );
-            done[id] = true;
             r.release(slot);
         }
     }
