@@ -966,9 +966,10 @@ impl Endpoint for RdmEndpoint {
             "efa",
             crate::core::log::Subsys::EpData,
             "endpoint {} closed; peers: {via_shm} through shm, {via_dev} through the device; \
-             transport: {:?}",
+             transport: {:?}; ack timer woken {} times in this process",
             g.dev.addr().straddr(),
-            g.dev.stats()
+            g.dev.stats(),
+            super::ack_timer::wakes()
         );
         Ok(())
     }
