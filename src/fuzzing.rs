@@ -201,6 +201,20 @@ pub fn udp_fragments(data: &[u8]) {
         }
     }
     let mut r = Reassembly::new(link.max_datagram());
+    // Adds one known fragment; the datagram it completes must be exactly the one sent.
+    let mut join = |id: u32, f: &[u8]| -> bool {
+        let Some(slot) = r.add(src(0), f) else {
+            return false;
+        };
+        let (buf, len) = r.datagram(slot);
+        assert_eq!(
+            &buf[..len],
+            &datagrams[id as usize][..],
+            "datagram {id} joined wrong"
+        );
+        r.release(slot);
+        true
+    };
     if s.byte() == 0 {
         // The whole set in a scripted order, none lost: both must come out.
         let mut done = [false; 2];
@@ -210,11 +224,8 @@ pub fn udp_fragments(data: &[u8]) {
         }
         for &k in &order {
             let (id, f) = &frags[k];
-            if let Some(slot) = r.add(src(0), f) {
-                let (buf, len) = r.datagram(slot);
-                assert_eq!(&buf[..len], &datagrams[*id as usize][..]);
+            if join(*id, f) {
                 done[*id as usize] = true;
-                r.release(slot);
             }
         }
         assert_eq!(
@@ -230,16 +241,7 @@ pub fn udp_fragments(data: &[u8]) {
             1 => frags[pick].clone(),
             _ => frags.swap_remove(pick),
         };
-        if let Some(slot) = r.add(src(0), &f) {
-            let (buf, len) = r.datagram(slot);
-            let id = id as usize;
-            assert_eq!(
-                &buf[..len],
-                &datagrams[id][..],
-                "datagram {id} joined wrong"
-            );
-            r.release(slot);
-        }
+        join(id, &f);
     }
 }
 
