@@ -314,6 +314,8 @@ impl UdpDevice {
             checksum_payloads: cfg.faults.is_some_and(|f| f.corrupt > 0.0),
             max_window: window_for(dev.mtu),
             max_window_bytes: WINDOW_BYTES,
+            // Applied at the next poll or after the next send goes out (`flush`).
+            defer_acks: true,
             ..Config::default()
         };
         let timer = TimerFd::new()?;
@@ -1151,6 +1153,11 @@ impl Device for UdpDevice {
             self.held_signal.drain();
         }
         let now = self.since_origin(monotonic);
+        // Acks that came on data since the last poll, before anything new: their sends'
+        // completions go up in this poll.
+        if self.t.acks_kept_in() {
+            self.t.settle_acks();
+        }
         // Acks for what arrived wait for `flush`, at the end of the caller's pass: answers the
         // caller sends in that pass carry them.
         self.receive(now, out, place);
@@ -1190,6 +1197,7 @@ impl Device for UdpDevice {
     }
 
     fn prepare_wait(&mut self) {
+        self.t.settle_acks();
         let now = self.now();
         // A wake may be for the first socket's datagrams: the next poll reads it.
         self.first_due = 0;
@@ -1207,6 +1215,14 @@ impl Device for UdpDevice {
         let held = owed && self.t.flush_acks_delaying(now);
         if self.t.has_transmits() {
             self.transmit(now);
+            // The answer is out: now the acks that came with what it answers (`defer_acks`);
+            // the room they free may send more at once.
+            if self.t.acks_kept_in() {
+                self.t.settle_acks();
+                if self.t.has_transmits() {
+                    self.transmit(now);
+                }
+            }
         }
         held
     }
@@ -1225,6 +1241,7 @@ impl Device for UdpDevice {
     }
 
     fn flush_all(&mut self) {
+        self.t.settle_acks();
         self.t.flush_acks();
         if self.t.has_transmits() {
             let now = self.now();
@@ -1233,6 +1250,7 @@ impl Device for UdpDevice {
     }
 
     fn service(&mut self) {
+        self.t.settle_acks();
         let now = self.now();
         let before = self.held.len();
         let mut held = core::mem::take(&mut self.held);

@@ -67,7 +67,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                     end -= ACK_TRAILER;
                     if let Some(p) = known {
                         self.stats.acks_received += 1;
-                        self.on_ack(now, p, cum, sack);
+                        self.keep_ack(now, p, cum, sack);
                     }
                 }
                 let p = known.unwrap_or_else(|| self.peer(key, now));
@@ -76,6 +76,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             Repr::Ack { cum, sack, .. } => {
                 if let Some(p) = known {
                     self.stats.acks_received += 1;
+                    self.settle_peer(p);
                     self.on_ack(now, p, cum, sack);
                 }
                 Arrival::Nothing
@@ -83,6 +84,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             Repr::Rnr { seq, .. } => {
                 if let Some(p) = known {
                     self.stats.rnr_received += 1;
+                    self.settle_peer(p);
                     self.on_rnr(now, p, seq);
                 }
                 Arrival::Nothing
@@ -155,7 +157,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         }
     }
 
-    fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: Sack) {
+    pub(super) fn on_ack(&mut self, now: Time, p: usize, cum: u32, sack: Sack) {
         let max_rto = self.cfg.max_rto;
         let min_rto = self.cfg.min_rto;
         let Transport {

@@ -91,6 +91,9 @@ pub struct Config {
     /// [`wire::FLAG_PAYLOAD_UNCHECKED`]):
     /// needed where something between us and the network may damage them (a fault injector).
     pub checksum_payloads: bool,
+    /// Whether an ack that rides on data waits for [`Transport::settle_acks`] (see
+    /// `Peer::ack_in`); the owner then calls it once the answer to that data has left.
+    pub defer_acks: bool,
 }
 
 impl Default for Config {
@@ -110,6 +113,7 @@ impl Default for Config {
             ack_every: 2,
             ack_delay: 100 * US,
             checksum_payloads: true,
+            defer_acks: false,
         }
     }
 }
@@ -346,6 +350,15 @@ struct Peer<A> {
     /// only when something may be due or an acknowledgement changed what is. Whatever makes
     /// an event earlier lowers it ([`Peer::wake_by`]); an acknowledgement clears it.
     wake: Time,
+    /// An ack that came on data (arrival time, cumulative sequence, selective bits) and is
+    /// not yet applied (`Config::defer_acks`). What it settles is our own sends' bookkeeping
+    /// (their completions, the window, the timers); the data it came with is what the
+    /// application waits for, and in a request-response exchange the application answers
+    /// that data at once. Applied after the answer has left, the bookkeeping is off that
+    /// round trip's path. Anything that reads or changes this peer's send state applies it
+    /// first ([`Transport::settle_peer`]), except a send, which may only find the window
+    /// fuller than it is.
+    ack_in: Option<(Time, u32, Sack)>,
     // --- receiving ---
     /// Every sequence below this has been received (or given up by the sender).
     expected: u32,
@@ -402,6 +415,7 @@ impl<A: Copy + Eq + Hash> Peer<A> {
             rnr_backoff: 0,
             rnr_until: 0,
             wake: 0,
+            ack_in: None,
             expected: 0,
             received: Sack::EMPTY,
             ack_due: false,
@@ -621,6 +635,8 @@ pub struct Transport<A> {
     transmits: VecDeque<Transmit<A>>,
     /// Peers whose `ack_due` is set.
     acks_due: Vec<usize>,
+    /// Peers whose `ack_in` may be set.
+    acks_in: Vec<usize>,
     completions: VecDeque<(u64, Status, Vec<u8>)>,
     stats: Stats,
     rng: u64,
@@ -638,6 +654,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             epoch: 0,
             transmits: VecDeque::new(),
             acks_due: Vec::new(),
+            acks_in: Vec::new(),
             completions: VecDeque::new(),
             stats: Stats::default(),
             rng: seed | 1,
@@ -1043,6 +1060,46 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         !self.acks_due.is_empty()
     }
 
+    /// Whether an ack that came on data waits to be applied (`Config::defer_acks`).
+    pub fn acks_kept_in(&self) -> bool {
+        !self.acks_in.is_empty()
+    }
+
+    /// Applies the acks that came on data and were kept back (`Peer::ack_in`): their
+    /// completions, window room and timers follow. The owner calls this once what it sends
+    /// in answer has left, and before it reads completions or waits.
+    pub fn settle_acks(&mut self) {
+        let mut kept = core::mem::take(&mut self.acks_in);
+        for &p in &kept {
+            self.settle_peer(p);
+        }
+        kept.clear();
+        self.acks_in = kept;
+    }
+
+    /// Applies peer `p`'s kept ack, if any, at the time it arrived.
+    fn settle_peer(&mut self, p: usize) {
+        if let Some((at, cum, sack)) = self.peers[p].ack_in.take() {
+            self.on_ack(at, p, cum, sack);
+        }
+    }
+
+    /// An ack that came on data from peer `p` at `now`: kept for `settle_acks` when that
+    /// is allowed and nothing of this peer waits for the room it may free; else applied.
+    fn keep_ack(&mut self, now: Time, p: usize, cum: u32, sack: Sack) {
+        if !self.cfg.defer_acks || !self.peers[p].queued.is_empty() {
+            self.settle_peer(p);
+            self.on_ack(now, p, cum, sack);
+            return;
+        }
+        // Acks are applied in the order they came: an older one first.
+        match self.peers[p].ack_in.take() {
+            Some((at, c, s)) => self.on_ack(at, p, c, s),
+            None => self.acks_in.push(p),
+        }
+        self.peers[p].ack_in = Some((now, cum, sack));
+    }
+
     /// Emits every acknowledgement owed (one per peer) that no data carried. The owner calls
     /// this at the end of each pass over arrivals when it does not delay acks: an ack never
     /// waits for the application.
@@ -1136,7 +1193,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
                 );
                 continue;
             }
-            self.timeouts_of(p, now);
+            // An ack kept back may answer what is due.
+            self.settle_peer(p);
+            if self.peers[p].busy() {
+                self.timeouts_of(p, now);
+            }
             let peer = &mut self.peers[p];
             peer.wake = peer.next_event(delay, unreachable);
         }
@@ -1222,6 +1283,8 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// Fails everything pending to a peer; its sequence numbers move on (later datagrams carry
     /// a base past the failed ones, so the receiver does not wait for them).
     fn fail_peer(&mut self, p: usize, status: Status) {
+        // What the peer acknowledged completes as delivered, not as failed.
+        self.settle_peer(p);
         let peer = &mut self.peers[p];
         peer.slot_bytes = 0;
         peer.acked_in_window = 0;

@@ -49,6 +49,13 @@ struct Sim {
     /// Queue pair 1 runs only the first `.1` of every `.0` (a receiver descheduled on a busy
     /// host): what reaches it in between waits for its next turn.
     deschedule: Option<(Time, Time)>,
+    /// Both queue pairs keep acks that come on data (`Config::defer_acks`); the harness
+    /// applies them at the start of each step, as the UDP device does at its next poll.
+    defer_acks: bool,
+    /// Steps after whose arrivals some queue pair kept an ack.
+    steps_with_kept_acks: usize,
+    /// The queue pair whose kept acks the next step leaves alone.
+    unsettled: Option<usize>,
 }
 
 const QKEYS: [u32; 2] = [0x1111, 0x2222];
@@ -81,7 +88,23 @@ impl Sim {
             manual_acks: false,
             delay_acks: false,
             deschedule: None,
+            defer_acks: false,
+            steps_with_kept_acks: 0,
+            unsettled: None,
         }
+    }
+
+    /// Both queue pairs keep the acks that come on data (`Config::defer_acks`).
+    fn deferring_acks(mut self) -> Sim {
+        for q in &mut self.qp {
+            let cfg = Config {
+                defer_acks: true,
+                ..q.config().clone()
+            };
+            *q = Transport::new(cfg, self.rng.next());
+        }
+        self.defer_acks = true;
+        self
     }
 
     /// Like `send`, in a buffer with room for a piggybacked ack (as the efa devices give).
@@ -148,6 +171,13 @@ impl Sim {
 
     /// Advances to the next event (an arrival or a timer) and handles it.
     fn step(&mut self) -> bool {
+        if self.defer_acks {
+            for (i, q) in self.qp.iter_mut().enumerate() {
+                if self.unsettled != Some(i) {
+                    q.settle_acks();
+                }
+            }
+        }
         self.pump(0);
         self.pump(1);
         let next_arrival = self.wire.iter().map(|w| self.handled_at(w.0, w.1)).min();
@@ -178,6 +208,9 @@ impl Sim {
                 i += 1;
             }
         }
+        if self.qp.iter().any(|q| q.acks_kept_in()) {
+            self.steps_with_kept_acks += 1;
+        }
         for (q, a) in self.qp.iter_mut().zip(arrived) {
             if a && !self.manual_acks {
                 if self.delay_acks {
@@ -200,8 +233,20 @@ impl Sim {
         }
     }
 
+    /// A step in which queue pair `q` applies none of the acks it kept (its owner answered
+    /// nothing in between).
+    fn step_without_settling(&mut self, q: usize) -> bool {
+        self.unsettled = Some(q);
+        let more = self.step();
+        self.unsettled = None;
+        more
+    }
+
     fn run_until_idle(&mut self, limit: Time) {
         while self.now < limit && self.step() {}
+        for q in &mut self.qp {
+            q.settle_acks();
+        }
         self.pump(0);
         self.pump(1);
     }
@@ -1076,4 +1121,111 @@ fn a_lost_request_is_found_by_a_probe_not_the_timer() {
         st.timeouts * 4 < st.probes,
         "most losses are found by the probe: {st:?}"
     );
+}
+
+/// An ack that comes on data (`Config::defer_acks`) is kept until the owner applies it: the
+/// data goes up at once, the send it acknowledges completes at `settle_acks`, with the round
+/// trip measured to the ack's arrival. A timer that comes due meanwhile applies it first
+/// instead of retransmitting, and a second ack on data applies the first before it is kept.
+#[test]
+fn an_ack_on_data_waits_for_settle_and_no_timer_fires_for_it() {
+    let mut sim = Sim::new(41, Faults::default()).deferring_acks();
+    sim.manual_acks = true;
+    sim.send_roomy(0, 1, b"request");
+    sim.step();
+    sim.send_roomy(1, 2, b"answer");
+    sim.qp[1].flush_acks();
+    assert_eq!(sim.qp[1].stats().acks_piggybacked, 1);
+    let answered_at = sim.now;
+    sim.step();
+    assert_eq!(sim.delivered[0], vec![b"answer".to_vec()]);
+    // The answer went up; the request's completion waits with its ack.
+    assert!(sim.qp[0].acks_kept_in());
+    assert!(sim.qp[0].poll_completion().is_none());
+    assert!(sim.done.is_empty());
+    // Long past the request's retransmission timer: the kept ack is applied, not the timer.
+    let late = sim.now + 500 * MS;
+    sim.qp[0].handle_timeout(late);
+    assert_eq!(sim.qp[0].stats().retransmits, 0);
+    let (wr, status, _) = sim.qp[0].poll_completion().expect("the request completed");
+    assert_eq!((wr, status), (1, Status::Ok));
+    sim.qp[0].settle_acks();
+    assert!(sim.qp[0].poll_completion().is_none(), "it completed once");
+    // The round trip counts to the ack's arrival, not to the late timer.
+    let srtt = sim.qp[0].peers[0].srtt.expect("a round-trip sample");
+    assert!(srtt <= answered_at + sim.latency, "srtt {srtt}");
+
+    // Two acks on data in a row, nothing applied in between: the first is applied when the
+    // second comes, the second at `settle_acks`.
+    sim.qp[0].flush_acks();
+    sim.run_until_idle(sim.now + 1000 * MS);
+    sim.done.clear();
+    sim.send_roomy(0, 3, b"first");
+    sim.step();
+    // The answer to "first" carries its ack; "second" crosses it.
+    sim.send_roomy(1, 5, b"one");
+    sim.send_roomy(0, 4, b"second");
+    sim.step_without_settling(0);
+    assert!(sim.qp[0].acks_kept_in());
+    // The answer to "second" carries the ack of both.
+    sim.send_roomy(1, 6, b"two");
+    sim.step_without_settling(0);
+    assert_eq!(sim.delivered[0].len(), 3);
+    let completed = |q: &mut Transport<u8>| {
+        std::iter::from_fn(|| q.poll_completion())
+            .map(|(w, s, _)| (w, s))
+            .collect::<Vec<_>>()
+    };
+    let first = completed(&mut sim.qp[0]);
+    assert_eq!(first, vec![(3, Status::Ok)], "the first ack, applied");
+    sim.qp[0].settle_acks();
+    let second = completed(&mut sim.qp[0]);
+    assert_eq!(second, vec![(4, Status::Ok)], "the second, at settle_acks");
+    assert_eq!(sim.qp[0].stats().retransmits, 0);
+}
+
+/// Both ways at once through loss, duplication, corruption and jitter, with acks kept on
+/// data: every datagram arrives exactly once each way, every send completes once, and no
+/// window count goes wrong (`check_window_counts` after each step).
+#[test]
+fn acks_kept_on_data_lose_nothing_both_ways_under_loss() {
+    let faults = Faults {
+        loss: 10.0,
+        dup: 5.0,
+        corrupt: 2.0,
+        jitter_us: 200,
+    };
+    let mut sim = Sim::new(43, faults).deferring_acks();
+    // Acks go on the next datagram back, or alone after `ack_delay` (`handle_timeout`).
+    sim.manual_acks = true;
+    let n = 400u64;
+    // One datagram each way per 30 µs (a few round trips' worth of arrivals between): the
+    // windows stay open, so acks ride on data and are kept.
+    for i in 0..n {
+        sim.send_roomy(0, i, &payload(i));
+        sim.send_roomy(1, n + i, &payload(n + i));
+        let until = sim.now + 30 * US;
+        while sim.now < until && sim.step() {}
+    }
+    sim.run_until_idle(sim.now + 600_000 * MS);
+    assert!(
+        sim.steps_with_kept_acks > 50,
+        "acks kept in {} steps, {:?}",
+        sim.steps_with_kept_acks,
+        sim.qp[0].stats()
+    );
+    let mut done: Vec<(u64, Status)> = sim.done.clone();
+    done.sort_unstable_by_key(|d| d.0);
+    assert_eq!(
+        done,
+        (0..2 * n).map(|w| (w, Status::Ok)).collect::<Vec<_>>()
+    );
+    for (side, from) in [(1usize, 0u64), (0, n)] {
+        let mut got = sim.delivered[side].clone();
+        got.sort();
+        let mut want: Vec<Vec<u8>> = (from..from + n).map(payload).collect();
+        want.sort();
+        assert_eq!(got, want, "side {side} received each datagram exactly once");
+    }
+    assert!(sim.qp[0].stats().retransmits > 0);
 }
