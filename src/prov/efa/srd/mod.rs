@@ -356,8 +356,7 @@ struct Peer<A> {
     /// application waits for, and in a request-response exchange the application answers
     /// that data at once. Applied after the answer has left, the bookkeeping is off that
     /// round trip's path. Anything that reads or changes this peer's send state applies it
-    /// first ([`Transport::settle_peer`]), except a send, which may only find the window
-    /// fuller than it is.
+    /// first ([`Transport::settle_peer`]); a send, only when the window looks full.
     ack_in: Option<(Time, u32, Sack)>,
     // --- receiving ---
     /// Every sequence below this has been received (or given up by the sender).
@@ -841,7 +840,12 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             peer.last_progress = now;
         }
         // Nothing waits before it and the window has room: straight onto the wire.
-        if self.peers[p].queued.is_empty() && self.window_room(p) {
+        let open = |t: &Self| t.peers[p].queued.is_empty() && t.window_room(p);
+        if !open(self) {
+            // Not before an ack kept back has freed what it covers (`Peer::ack_in`).
+            self.settle_peer(p);
+        }
+        if open(self) {
             self.launch(now, p, wr_id, fill, len, tail);
             return;
         }

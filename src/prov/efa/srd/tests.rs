@@ -1229,3 +1229,26 @@ fn acks_kept_on_data_lose_nothing_both_ways_under_loss() {
     }
     assert!(sim.qp[0].stats().retransmits > 0);
 }
+
+/// A send that finds the window full while an ack that frees it is kept applies that ack and
+/// goes on the wire at once, instead of waiting in the queue for the next `settle_acks`.
+#[test]
+fn a_send_into_a_window_a_kept_ack_frees_goes_at_once() {
+    let mut sim = Sim::with_window(47, Faults::default(), 1).deferring_acks();
+    sim.manual_acks = true;
+    sim.send_roomy(0, 1, b"request");
+    sim.step();
+    sim.send_roomy(1, 2, b"answer");
+    sim.step_without_settling(0);
+    assert!(sim.qp[0].acks_kept_in());
+    // The window (one datagram) holds the request until its kept ack is applied.
+    sim.send_roomy(0, 3, b"next");
+    assert!(
+        matches!(sim.qp[0].poll_transmit(), Some(Transmit::Data { .. })),
+        "the next request is on the wire"
+    );
+    assert_eq!(
+        sim.qp[0].poll_completion().map(|(w, s, _)| (w, s)),
+        Some((1, Status::Ok))
+    );
+}
