@@ -1201,7 +1201,13 @@ impl Device for UdpDevice {
         let now = self.now();
         // A wake may be for the first socket's datagrams: the next poll reads it.
         self.first_due = 0;
-        let next = self.next_deadline();
+        // Completions not yet handed up (those of acks kept until now, or of the ack timer's
+        // `flush_all`) are the next poll's: the timer wakes the waiter for them at once.
+        let next = if self.t.has_completions() {
+            Some(now)
+        } else {
+            self.next_deadline()
+        };
         self.arm(now, next);
     }
 
@@ -1669,6 +1675,61 @@ mod tests {
             }
             assert!(t.elapsed().as_secs() < 10, "a never received the answer");
         }
+    }
+
+    /// An ack that came on data is kept past the poll that received the data; a wait
+    /// prepared after it was applied (here by `flush_all`, as the ack timer's thread would)
+    /// wakes at once for the completion it gave, which no socket or timer would announce.
+    #[test]
+    fn a_wait_wakes_for_the_completion_of_a_kept_ack() {
+        let cfg = DeviceConfig::default();
+        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        for i in 0..4 {
+            a.post_recv(Vec::new(), i).unwrap();
+            b.post_recv(Vec::new(), i).unwrap();
+        }
+        send16(&mut a, b.addr(), 1);
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        // A poll sets a's timers for its datagram in flight (`Peer::wake`): the poll that
+        // receives the answer then has nothing due.
+        a.poll(&mut out_a, 16);
+        let t = Instant::now();
+        while !out_b.iter().any(|c| matches!(c, Completion::Recv { .. })) {
+            b.poll(&mut out_b, 16);
+            assert!(t.elapsed().as_secs() < 10, "b never received");
+        }
+        // b's answer carries its ack of a's datagram (its buffer has room for it, as the
+        // RDM layer's have).
+        let mut buf = vec![2u8; HEADROOM + 16 + srd::wire::ACK_TRAILER];
+        b.post_send(a.addr(), buf.split_off(0), 16, IoVec::EMPTY, 2)
+            .unwrap();
+        b.flush();
+        assert_eq!(b.t.stats().acks_piggybacked, 1);
+        while !out_a.iter().any(|c| matches!(c, Completion::Recv { .. })) {
+            a.poll(&mut out_a, 16);
+            assert!(t.elapsed().as_secs() < 10, "a never received the answer");
+        }
+        assert!(
+            !out_a.iter().any(|c| matches!(c, Completion::Send { .. })),
+            "the ack on the answer is kept past the poll that received it"
+        );
+        assert!(a.t.acks_kept_in());
+        a.flush_all();
+        assert!(wakes(&mut a), "no wake for the kept ack's completion");
+        out_a.clear();
+        a.poll(&mut out_a, 16);
+        assert!(
+            matches!(
+                out_a.as_slice(),
+                [Completion::Send {
+                    wr_id: 1,
+                    status: Ok(()),
+                    ..
+                }]
+            ),
+            "{out_a:?}"
+        );
     }
 
     /// While only the connected peer sends, the first socket is read less often

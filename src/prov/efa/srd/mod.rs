@@ -1032,6 +1032,11 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         self.transmits.drain(..n.min(self.transmits.len()));
     }
 
+    /// Whether completions wait for `poll_completion`.
+    pub fn has_completions(&self) -> bool {
+        !self.completions.is_empty()
+    }
+
     pub fn poll_completion(&mut self) -> Option<(u64, Status, Vec<u8>)> {
         self.completions.pop_front()
     }
