@@ -1332,6 +1332,20 @@ mod tests {
         d.flush_all();
     }
 
+    /// Two devices on loopback with 4 receives posted each, after `a` sent `b` 16 bytes of 1
+    /// (work request 1).
+    fn pair_after_a_first_send() -> (UdpDevice, UdpDevice) {
+        let cfg = DeviceConfig::default();
+        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
+        for i in 0..4 {
+            a.post_recv(Vec::new(), i).unwrap();
+            b.post_recv(Vec::new(), i).unwrap();
+        }
+        send16(&mut a, b.addr(), 1);
+        (a, b)
+    }
+
     /// Whether `d`'s wait fd, prepared as a blocking CQ read prepares it, wakes within 3 s.
     fn wakes(d: &mut UdpDevice) -> bool {
         let waiter = Epoll::new().unwrap();
@@ -1629,14 +1643,7 @@ mod tests {
     /// answer comes, and the answer is received.
     #[test]
     fn the_wait_fd_wakes_for_the_connected_peer() {
-        let cfg = DeviceConfig::default();
-        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        for i in 0..4 {
-            a.post_recv(Vec::new(), i).unwrap();
-            b.post_recv(Vec::new(), i).unwrap();
-        }
-        send16(&mut a, b.addr(), 1);
+        let (mut a, mut b) = pair_after_a_first_send();
         assert_eq!(
             a.sock.connected_peer().map(|p| p.0),
             Some(b.addr().socket())
@@ -1682,14 +1689,7 @@ mod tests {
     /// wakes at once for the completion it gave, which no socket or timer would announce.
     #[test]
     fn a_wait_wakes_for_the_completion_of_a_kept_ack() {
-        let cfg = DeviceConfig::default();
-        let mut a = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        let mut b = UdpDevice::open(&lo(), 0, &cfg).unwrap();
-        for i in 0..4 {
-            a.post_recv(Vec::new(), i).unwrap();
-            b.post_recv(Vec::new(), i).unwrap();
-        }
-        send16(&mut a, b.addr(), 1);
+        let (mut a, mut b) = pair_after_a_first_send();
         let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
         // A poll sets a's timers for its datagram in flight (`Peer::wake`): the poll that
         // receives the answer then has nothing due.
