@@ -1155,9 +1155,7 @@ impl Device for UdpDevice {
         let now = self.since_origin(monotonic);
         // Acks that came on data since the last poll, before anything new: their sends'
         // completions go up in this poll.
-        if self.t.acks_kept_in() {
-            self.t.settle_acks();
-        }
+        self.t.settle_acks();
         // Acks for what arrived wait for `flush`, at the end of the caller's pass: answers the
         // caller sends in that pass carry them.
         self.receive(now, out, place);
@@ -1223,11 +1221,9 @@ impl Device for UdpDevice {
             self.transmit(now);
             // The answer is out: now the acks that came with what it answers (`defer_acks`);
             // the room they free may send more at once.
-            if self.t.acks_kept_in() {
-                self.t.settle_acks();
-                if self.t.has_transmits() {
-                    self.transmit(now);
-                }
+            self.t.settle_acks();
+            if self.t.has_transmits() {
+                self.transmit(now);
             }
         }
         held
@@ -1701,9 +1697,8 @@ mod tests {
         }
         // b's answer carries its ack of a's datagram (its buffer has room for it, as the
         // RDM layer's have).
-        let mut buf = vec![2u8; HEADROOM + 16 + srd::wire::ACK_TRAILER];
-        b.post_send(a.addr(), buf.split_off(0), 16, IoVec::EMPTY, 2)
-            .unwrap();
+        let buf = vec![2u8; HEADROOM + 16 + srd::wire::ACK_TRAILER];
+        b.post_send(a.addr(), buf, 16, IoVec::EMPTY, 2).unwrap();
         b.flush();
         assert_eq!(b.t.stats().acks_piggybacked, 1);
         while !out_a.iter().any(|c| matches!(c, Completion::Recv { .. })) {

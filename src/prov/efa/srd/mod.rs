@@ -1069,7 +1069,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
         !self.acks_due.is_empty()
     }
 
-    /// Whether an ack that came on data waits to be applied (`Config::defer_acks`).
+    /// Whether an ack that came on data may wait to be applied (`Config::defer_acks`); for
+    /// tests (`settle_acks` asks the same itself).
+    #[cfg(test)]
     pub fn acks_kept_in(&self) -> bool {
         !self.acks_in.is_empty()
     }
@@ -1078,6 +1080,9 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
     /// completions, window room and timers follow. The owner calls this once what it sends
     /// in answer has left, and before it reads completions or waits.
     pub fn settle_acks(&mut self) {
+        if self.acks_in.is_empty() {
+            return;
+        }
         let mut kept = core::mem::take(&mut self.acks_in);
         for &p in &kept {
             self.settle_peer(p);

@@ -49,9 +49,6 @@ struct Sim {
     /// Queue pair 1 runs only the first `.1` of every `.0` (a receiver descheduled on a busy
     /// host): what reaches it in between waits for its next turn.
     deschedule: Option<(Time, Time)>,
-    /// Both queue pairs keep acks that come on data (`Config::defer_acks`); the harness
-    /// applies them at the start of each step, as the UDP device does at its next poll.
-    defer_acks: bool,
     /// Steps after whose arrivals some queue pair kept an ack.
     steps_with_kept_acks: usize,
     /// The queue pair whose kept acks the next step leaves alone.
@@ -88,7 +85,6 @@ impl Sim {
             manual_acks: false,
             delay_acks: false,
             deschedule: None,
-            defer_acks: false,
             steps_with_kept_acks: 0,
             unsettled: None,
         }
@@ -103,7 +99,6 @@ impl Sim {
             };
             *q = Transport::new(cfg, self.rng.next());
         }
-        self.defer_acks = true;
         self
     }
 
@@ -171,11 +166,11 @@ impl Sim {
 
     /// Advances to the next event (an arrival or a timer) and handles it.
     fn step(&mut self) -> bool {
-        if self.defer_acks {
-            for (i, q) in self.qp.iter_mut().enumerate() {
-                if self.unsettled != Some(i) {
-                    q.settle_acks();
-                }
+        // Acks kept on data (`deferring_acks`) are applied at the start of each step, as the
+        // UDP device does at its next poll; without `defer_acks` there are none.
+        for (i, q) in self.qp.iter_mut().enumerate() {
+            if self.unsettled != Some(i) {
+                q.settle_acks();
             }
         }
         self.pump(0);
