@@ -95,6 +95,13 @@ VETH_PROV = {
 }
 
 
+# Raw UDP over the pair (bench/limits udp-veth): the largest UDP payload of a 1,500-byte link.
+VETH_DATAGRAM = 1472
+# The veth table's rows for it: whole datagrams, and an 8-byte header apart from each payload.
+VETH_RAW = {"udp-veth": "machine: raw UDP, whole datagrams",
+            "udp-veth-headed": "machine: raw UDP, a header apart from each payload"}
+
+
 class Veth:
     """Two network namespaces joined by a veth pair, eth0 on each side (10.27.0.1 and .2,
     MTU 1500); root only. Removed on exit; the names carry our pid, so that a run never meets
@@ -326,6 +333,15 @@ class Bench:
             raise RuntimeError(out.stderr.strip() or "incast.sh failed")
         return out.stdout.strip().splitlines()
 
+    def limit_veth(self, veth, what):
+        """One run of bench/limits udp-veth or udp-veth-headed over the pair (`Veth`): raw UDP
+        from its second namespace to its first, Ethernet-sized datagrams, MB/s of payload."""
+        exe = os.path.join(self.build, "bench", "limits")
+        secs = ["0.3" if self.quick else "1.0"]
+        out = subprocess.run([exe, what, str(VETH_DATAGRAM), veth.ns[0], veth.ns[1], veth.ip[0]]
+                             + secs, capture_output=True, text=True, check=True).stdout.split()
+        return float(out[2]) * 1000  # GB/s -> MB/s
+
     def limit(self, what, arg):
         """One run of bench/limits, MB/s."""
         exe = os.path.join(self.build, "bench", "limits")
@@ -548,9 +564,13 @@ def main():
         try:
             with Veth() as v:
                 for what in ("write", "tagged"):
-                    got = interleaved([(r.label, f"{r.label} {what} 1 MiB over veth",
-                                        lambda r=r, w=what: b.over_veth(v, r, w))
-                                       for r in veth_rows])
+                    jobs = [(r.label, f"{r.label} {what} 1 MiB over veth",
+                             lambda r=r, w=what: b.over_veth(v, r, w)) for r in veth_rows]
+                    if what == "tagged":
+                        # One way, as tagged traffic: the ceilings of a transport over UDP.
+                        jobs += [(k, f"limit {k}", lambda k=k: b.limit_veth(v, k))
+                                 for k in VETH_RAW]
+                    got = interleaved(jobs)
                     for label, vals in got.items():
                         veth[(label, what)] = vals
         except (subprocess.CalledProcessError, OSError) as e:
@@ -678,7 +698,12 @@ def main():
     w("")
     w("The realistic Ethernet case: server and client in two namespaces joined by a veth pair, "
       "the same clients; ours is efa over SRD on the pair's interface, against 2.5.1's tcp on "
-      "the same interface. Write is rma_bw both ways (as fi_rma_bw), tagged is rdm_tagged_bw.")
+      "the same interface. Write is rma_bw both ways (as fi_rma_bw), tagged is rdm_tagged_bw. "
+      f"The machine rows are raw UDP one way in the same rounds (bench/limits udp-veth: "
+      f"{VETH_DATAGRAM}-byte datagrams in GSO runs, received whole by GRO, no protocol): whole "
+      "datagrams out of one buffer, and datagrams each with an 8-byte header apart from its "
+      "payload, as any transport with a header per datagram sends from the application's "
+      "memory; their tagged column is payload MB/s.")
     w("")
     if veth_skip:
         w(f"({veth_skip}.)")
@@ -690,6 +715,10 @@ def main():
             rw = ratio(med(wv or []), med(veth.get((NET_REF, "write")) or []))
             rt = ratio(med(tv or []), med(veth.get((NET_REF, "tagged")) or []))
             w(f"| {r.label} | {cell(wv)} | {cell(tv)} | {rw} | {rt} |")
+        for k, label in VETH_RAW.items():
+            if (k, "tagged") in veth:
+                rt = ratio(med(veth[(k, "tagged")]), med(veth.get((NET_REF, "tagged")) or []))
+                w(f"| {label} | — | {cell(veth[(k, 'tagged')])} | — | {rt} |")
     w("")
     w("## Resident memory, KiB (bench/ep_memory: 16 endpoints each with its CQ and AV; then")
     w("made-up peers inserted one by one into an AV; full@n: the n-th insert was refused); "
@@ -838,6 +867,12 @@ def main():
          med(veth.get((NET_REF, "write")) or []), 1.0, ">="),
         ("efa tagged 1 MiB over veth vs 2.5.1 tcp", med(veth.get((efa, "tagged")) or []),
          med(veth.get((NET_REF, "tagged")) or []), 1.0, ">="),
+        ("efa tagged 1 MiB over veth vs raw UDP with a header per datagram (the ceiling)",
+         med(veth.get((efa, "tagged")) or []), med(veth.get(("udp-veth-headed", "tagged")) or []),
+         None, ""),
+        ("raw UDP over veth with a header per datagram vs 2.5.1 tcp tagged",
+         med(veth.get(("udp-veth-headed", "tagged")) or []),
+         med(veth.get((NET_REF, "tagged")) or []), None, ""),
         ("efa read 1 MiB both ways vs 2.5.1 tcp", bw(efa, "read", "1m"),
          bw(NET_REF, "read", "1m"), None, ""),
         ("efa write 1 MiB both ways vs 1.17 tcp;ofi_rxm", bw(efa, "write", "1m"),

@@ -16,6 +16,14 @@
  *               of 32 datagrams each way (one sent per one received), receiving by polling
  *               as a library's progress does; GB/s per side (the slower one). The ceiling of a both-ways write over UDP, each CPU copying its
  *               own sends into the kernel and its peer's datagrams out of it
+ *   udp-veth    raw UDP between two network namespaces (over a veth pair, MTU 1500): datagrams
+ *               of <datagram bytes> in GSO runs of as many as fit 65,000 bytes, each run one
+ *               iovec out of a cached 1 MiB source, received whole runs at a time (UDP GRO)
+ *               into 64 KiB buffers; the ceiling of a one-way 1 MiB transfer over UDP on an
+ *               Ethernet-sized link, one kernel copy per byte on each side
+ *   udp-veth-headed  the same with an 8-byte header apart from each datagram's payload (two
+ *               iovecs a datagram): what any protocol with a header per datagram sending from
+ *               the application's memory hands the kernel; payload bytes counted
  *   both-cma    fi_rma_bw's write traffic with nothing else: two processes at once, each
  *               writing <bytes> at a time into the other (process_vm_writev) from slot j of a
  *               64-slot source into slot j of the other's 64-slot destination; GB/s per side
@@ -29,6 +37,8 @@
  * Usage: limits memcpy <bytes> | cma <bytes> | both-cma <bytes> | both-memcpy <bytes>
  *             | udp <datagram bytes> [seconds] | udp-sweep <datagram bytes> [seconds]
  *             | udp-both <datagram bytes> [seconds]
+ *             | udp-veth|udp-veth-headed <datagram bytes> <rx netns> <tx netns> <rx address>
+ *               [seconds]
  *             | handoff <rounds>
  * Prints one line: "<name> <bytes> <GB/s>" ("handoff <rounds> <ns per one-way handoff>").
  * Part of the fabric project.
@@ -37,7 +47,9 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <netinet/udp.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,6 +64,9 @@
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
 #endif
 
 static double now(void)
@@ -511,6 +526,134 @@ static int bench_udp_both(size_t dgram, double secs)
 	return 0;
 }
 
+/* Enters network namespace `name` (ip-netns(8) keeps them under /run/netns). */
+static int enter_netns(const char *name)
+{
+	char path[256];
+	int fd, r;
+
+	snprintf(path, sizeof(path), "/run/netns/%s", name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		perror(path);
+		return -1;
+	}
+	r = setns(fd, CLONE_NEWNET);
+	close(fd);
+	if (r)
+		perror("setns");
+	return r;
+}
+
+/* udp-veth: see the top of the file. A GSO run: as many datagrams as fit 65,000 bytes. */
+#define VETH_HDR 8
+#define VETH_MSGS 4
+
+static int bench_udp_veth(size_t dgram, const char *ns_rx, const char *ns_tx, const char *rx_addr, int headed,
+			  double secs)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	socklen_t alen = sizeof(addr);
+	size_t run = 65000 / dgram, total = 0;
+	int buf = 64 << 20, on = 1, rx, seg = (int)dgram;
+	double t0 = 0, t = 0;
+	pid_t pid;
+
+	if (dgram <= VETH_HDR || dgram > 65000 || run > 64 || inet_pton(AF_INET, rx_addr, &addr.sin_addr) != 1) {
+		fprintf(stderr, "udp-veth: bad datagram size or address\n");
+		return 2;
+	}
+	if (enter_netns(ns_rx))
+		return 1;
+	rx = socket(AF_INET, SOCK_DGRAM, 0);
+	setsockopt(rx, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+	if (setsockopt(rx, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) ||
+	    bind(rx, (struct sockaddr *)&addr, sizeof(addr)) || getsockname(rx, (struct sockaddr *)&addr, &alen)) {
+		perror("udp-veth receiver");
+		return 1;
+	}
+	pid = fork();
+	if (pid == 0) {
+		/* Sender: VETH_MSGS runs per sendmmsg, cycling through a 1 MiB source. */
+		size_t src_len = 1 << 20, at = 0, pay = headed ? dgram - VETH_HDR : dgram;
+		char *src = xalloc(src_len), hdr[64][VETH_HDR];
+		struct iovec iov[VETH_MSGS][128];
+		struct mmsghdr msgs[VETH_MSGS];
+		int tx;
+
+		memset(hdr, 0xF5, sizeof(hdr));
+		if (enter_netns(ns_tx))
+			_exit(1);
+		tx = socket(AF_INET, SOCK_DGRAM, 0);
+		setsockopt(tx, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+		if (setsockopt(tx, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg)) ||
+		    connect(tx, (struct sockaddr *)&addr, sizeof(addr))) {
+			perror("udp-veth sender");
+			_exit(1);
+		}
+		for (;;) {
+			for (int m = 0; m < VETH_MSGS; m++) {
+				int k = 0;
+
+				if (at + run * pay > src_len)
+					at = 0;
+				if (headed) {
+					for (size_t d = 0; d < run; d++) {
+						iov[m][k++] = (struct iovec){ hdr[d], VETH_HDR };
+						iov[m][k++] = (struct iovec){ src + at + d * pay, pay };
+					}
+				} else {
+					iov[m][k++] = (struct iovec){ src + at, run * pay };
+				}
+				at += run * pay;
+				memset(&msgs[m], 0, sizeof(msgs[m]));
+				msgs[m].msg_hdr.msg_iov = iov[m];
+				msgs[m].msg_hdr.msg_iovlen = k;
+			}
+			if (sendmmsg(tx, msgs, VETH_MSGS, 0) < 0 && errno != ENOBUFS && errno != EAGAIN)
+				_exit(0);
+		}
+	}
+
+	/* Receiver: whole GRO runs; payload bytes counted for `secs` from the first arrival. */
+	static char rbuf[8][65536];
+	struct mmsghdr msgs[8];
+	struct iovec iov[8];
+	struct timeval tv = { 0, 100000 };
+
+	setsockopt(rx, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	for (;;) {
+		for (int i = 0; i < 8; i++) {
+			iov[i] = (struct iovec){ rbuf[i], sizeof(rbuf[i]) };
+			memset(&msgs[i], 0, sizeof(msgs[i]));
+			msgs[i].msg_hdr.msg_iov = &iov[i];
+			msgs[i].msg_hdr.msg_iovlen = 1;
+		}
+		int n = recvmmsg(rx, msgs, 8, MSG_WAITFORONE, NULL);
+
+		if (n > 0) {
+			if (t0 == 0) {
+				t0 = now();
+			} else {
+				for (int i = 0; i < n; i++) {
+					size_t len = msgs[i].msg_len;
+
+					total += headed ? len - (len + dgram - 1) / dgram * VETH_HDR : len;
+				}
+			}
+		} else if (t0 == 0 && waitpid(pid, NULL, WNOHANG) == pid) {
+			fprintf(stderr, "udp-veth: the sender stopped before anything arrived\n");
+			return 1;
+		}
+		if (t0 != 0 && (t = now() - t0) >= secs)
+			break;
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	printf("%s %zu %.3f\n", headed ? "udp-veth-headed" : "udp-veth", dgram, total / t / 1e9);
+	return 0;
+}
+
 static int bench_handoff(long rounds)
 {
 	/* Two lines, one written by each side, so that each handoff moves one line one way. */
@@ -551,7 +694,7 @@ static int bench_handoff(long rounds)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp|udp-sweep|udp-both <bytes> [seconds] | handoff <rounds>\n", argv[0]);
+		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp|udp-sweep|udp-both <bytes> [seconds] | handoff <rounds> | udp-veth|udp-veth-headed <bytes> <rx netns> <tx netns> <rx address> [seconds]\n", argv[0]);
 		return 2;
 	}
 	size_t n = strtoull(argv[2], NULL, 0);
@@ -571,6 +714,15 @@ int main(int argc, char **argv)
 		return bench_udp_both(n, argc > 3 ? atof(argv[3]) : 1.0);
 	if (!strcmp(argv[1], "handoff"))
 		return bench_handoff((long)n);
+	if (!strcmp(argv[1], "udp-veth") || !strcmp(argv[1], "udp-veth-headed")) {
+		if (argc < 6) {
+			fprintf(stderr, "usage: %s %s <datagram bytes> <rx netns> <tx netns> <rx address> [seconds]\n",
+				argv[0], argv[1]);
+			return 2;
+		}
+		return bench_udp_veth(n, argv[3], argv[4], argv[5], !strcmp(argv[1], "udp-veth-headed"),
+				      argc > 6 ? atof(argv[6]) : 1.0);
+	}
 	fprintf(stderr, "unknown measurement %s\n", argv[1]);
 	return 2;
 }
