@@ -336,18 +336,15 @@ class Bench:
     def limit_veth(self, veth, what):
         """One run of bench/limits udp-veth or udp-veth-headed over the pair (`Veth`): raw UDP
         from its second namespace to its first, Ethernet-sized datagrams, MB/s of payload."""
-        exe = os.path.join(self.build, "bench", "limits")
-        secs = ["0.3" if self.quick else "1.0"]
-        out = subprocess.run([exe, what, str(VETH_DATAGRAM), veth.ns[0], veth.ns[1], veth.ip[0]]
-                             + secs, capture_output=True, text=True, check=True).stdout.split()
-        return float(out[2]) * 1000  # GB/s -> MB/s
+        return self.limit(what, VETH_DATAGRAM, veth.ns[0], veth.ns[1], veth.ip[0])
 
-    def limit(self, what, arg):
-        """One run of bench/limits, MB/s."""
+    def limit(self, what, arg, *more):
+        """One run of bench/limits, MB/s; `more`: the measurement's arguments after `arg`
+        (the udp ones take their seconds last)."""
         exe = os.path.join(self.build, "bench", "limits")
         quick = ["0.3"] if what.startswith("udp") and self.quick else []
-        out = subprocess.run([exe, what, str(arg)] + quick, capture_output=True, text=True,
-                             check=True).stdout.split()
+        out = subprocess.run([exe, what, str(arg), *more] + quick, capture_output=True,
+                             text=True, check=True).stdout.split()
         return float(out[2]) * 1000  # GB/s -> MB/s
 
 
