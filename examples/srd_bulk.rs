@@ -66,6 +66,9 @@ fn main() {
                         Completion::RecvInRun { len, .. } => {
                             received.fetch_add(len as u64, Ordering::Relaxed);
                         }
+                        Completion::RecvInPieces { pieces, .. } => {
+                            received.fetch_add(pieces.len as u64, Ordering::Relaxed);
+                        }
                         Completion::Run { buf } => rx.return_run(buf),
                         // No RDMA on the software device, and no placements named here.
                         Completion::Send { .. }

@@ -146,7 +146,7 @@ pub fn rdm_packet(data: &[u8]) {
 /// chooses, must join to exactly those datagrams (at most once each) and nothing else.
 pub fn udp_fragments(data: &[u8]) {
     use crate::prov::efa::device::fragment::{
-        HDR, Link, MAGIC, Reassembly, join_in_run, whole_in_run,
+        HDR, InPieces, Link, MAGIC, Reassembly, join_in_run, len_in_run, whole_in_run,
     };
     const CAP: usize = 2048;
     let mut s = Script { data, pos: 0 };
@@ -174,8 +174,21 @@ pub fn udp_fragments(data: &[u8]) {
                 && let Some((count, end)) = whole_in_run(&run, 0, seg)
             {
                 assert!(end <= run.len());
+                // Read where the pieces lie, from a scripted byte on: what joining gives.
+                let len = len_in_run(0, end, count);
+                let start = usize::from(op >> 3) % (len + 1);
+                let p = InPieces {
+                    off: 0,
+                    end,
+                    seg,
+                    count,
+                    start,
+                    len: len - start,
+                };
+                let parts: Vec<u8> = p.parts(&run, 0..usize::MAX).flatten().copied().collect();
                 let at = join_in_run(&mut run, 0, seg, count, end);
                 assert!(at.end <= end && at.start == HDR);
+                assert_eq!(parts, run[at.start + start..at.end]);
             }
         } else if let Some(slot) = r.add(src(op >> 3), &frag) {
             let (buf, len) = r.datagram(slot);
@@ -205,6 +218,32 @@ pub fn udp_fragments(data: &[u8]) {
             ));
         }
     }
+    // The first datagram's fragments as a GRO run holds them: read in pieces from any byte,
+    // and joined, exactly the datagram.
+    let first: Vec<u8> = frags
+        .iter()
+        .filter(|f| f.0 == 0)
+        .flat_map(|f| f.1.iter().copied())
+        .collect();
+    let seg = frags[0].1.len();
+    let (count, end) = whole_in_run(&first, 0, seg).expect("a datagram's fragments in order");
+    let d = &datagrams[0];
+    let start = usize::from(s.u16()) % d.len();
+    let p = InPieces {
+        off: 0,
+        end,
+        seg,
+        count,
+        start,
+        len: d.len() - start,
+    };
+    let parts: Vec<u8> = p.parts(&first, 0..usize::MAX).flatten().copied().collect();
+    assert_eq!(parts, d[start..], "read in pieces from byte {start}");
+    let mut joined = first.clone();
+    assert_eq!(
+        p.join(&mut joined).map(|at| joined[at].to_vec()),
+        Some(d[start..].to_vec())
+    );
     let mut r = Reassembly::new(link.max_datagram());
     // Adds one known fragment; the datagram it completes must be exactly the one sent.
     let mut join = |id: u32, f: &[u8]| -> bool {

@@ -307,6 +307,40 @@ pub fn scatter(iov: &[IoVec], mut off: usize, src: &[u8]) -> usize {
     done
 }
 
+/// [`scatter`] of `parts`, one after the other, as if they were one slice: the list is walked
+/// once, not once per part.
+pub fn scatter_parts(iov: &[IoVec], mut off: usize, parts: &[&[u8]]) -> usize {
+    let mut i = 0;
+    while i < iov.len() && off >= iov[i].len {
+        off -= iov[i].len;
+        i += 1;
+    }
+    let mut done = 0;
+    for part in parts {
+        let mut src = *part;
+        while !src.is_empty() {
+            let Some(v) = iov.get(i) else {
+                return done;
+            };
+            let n = (v.len - off).min(src.len());
+            v.write_at(off, &src[..n]);
+            done += n;
+            off += n;
+            src = &src[n..];
+            if off == v.len {
+                i += 1;
+                off = 0;
+            }
+        }
+    }
+    done
+}
+
+/// The bytes of `parts` together.
+pub fn parts_len(parts: &[&[u8]]) -> usize {
+    parts.iter().map(|p| p.len()).sum()
+}
+
 /// Copies `len` bytes from list `src` (from offset `src_off`) to list `dst` (from `dst_off`);
 /// returns bytes copied (stops at the end of either list).
 pub fn copy_iov(
@@ -395,6 +429,28 @@ mod tests {
         let mut out = [0u8; 8];
         gather(&dst, 0, &mut out);
         assert_eq!(out, [2, 3, 4, 5, 6, 7, 0, 0]);
+    }
+
+    #[test]
+    fn parts_scatter_as_one_slice_would() {
+        let bytes: Vec<u8> = (1..=12).collect();
+        // Parts of every cut, into entries of other cuts (an empty one among them), from
+        // every offset: the same bytes as one `scatter`, stopping where the list ends.
+        for cut in [0, 1, 4, 7, 12] {
+            let parts: [&[u8]; 3] = [&bytes[..cut], &[], &bytes[cut..]];
+            assert_eq!(parts_len(&parts), 12);
+            for off in 0..10 {
+                let one = [leak(3, 0), leak(0, 0), leak(4, 0), leak(3, 0)];
+                let many = [leak(3, 0), leak(0, 0), leak(4, 0), leak(3, 0)];
+                let n = scatter(&one, off, &bytes);
+                assert_eq!(scatter_parts(&many, off, &parts), n, "cut {cut} off {off}");
+                let (mut a, mut b) = ([0u8; 10], [0u8; 10]);
+                gather(&one, 0, &mut a);
+                gather(&many, 0, &mut b);
+                assert_eq!(a, b, "cut {cut} off {off}");
+            }
+        }
+        assert_eq!(scatter_parts(&[leak(2, 0)], 5, &[&[1]]), 0, "past the list");
     }
 
     #[test]

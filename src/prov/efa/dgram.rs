@@ -117,6 +117,11 @@ impl DgramEndpoint {
                         self.deliver(g, src, d);
                     }
                 }
+                Completion::RecvInPieces { pieces, src } => {
+                    if let Some(at) = pieces.join(&mut run) {
+                        self.deliver(g, src, &run[at]);
+                    }
+                }
                 // DGRAM endpoints post no RDMA; a peer's RDMA write with data into a DGRAM
                 // domain's memory is not a datagram: its receive goes back on the device.
                 // DGRAM endpoints name no placements (`Device::poll_placed`): none completes.

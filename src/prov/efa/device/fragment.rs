@@ -6,10 +6,12 @@
 //! separates us from 2.5.1 tcp on Ethernet"). Letting IP fragment larger datagrams is three
 //! times dearer in the kernel (no GSO or GRO). So the device cuts a transport datagram larger
 //! than the link takes into up to [`MAX_COUNT`] UDP datagrams of the link's size, each with a
-//! [`HDR`]-byte header, sent as one GSO run; the receiver finds them in one GRO run and joins
-//! them where they lie ([`whole_in_run`], [`join_in_run`]), or, when they arrive apart (a run
-//! boundary between them, a socket without GRO, reordering), copies them together by source
-//! and id, in any order ([`Reassembly`]).
+//! [`HDR`]-byte header, sent as one GSO run; the receiver finds them in one GRO run
+//! ([`whole_in_run`]) and hands the datagram up where its pieces lie ([`InPieces`]: a payload
+//! outside the transport's checksum is copied once, from the pieces to where it goes) or joins
+//! them there ([`join_in_run`]); or, when they arrive apart (a run boundary between them, a
+//! socket without GRO, reordering), copies them together by source and id, in any order
+//! ([`Reassembly`]).
 //!
 //! The header, our SRD-over-UDP encapsulation's own (not EFA's RDM protocol):
 //!
@@ -198,6 +200,87 @@ pub fn join_in_run(
     start..at
 }
 
+/// The bytes `range` of a datagram whose `count` fragments lie whole in a run from `off`,
+/// `seg` bytes apart, up to `end` ([`whole_in_run`]): the slices of the run that hold them, in
+/// order, without joining them first. Empty past the datagram's end.
+pub fn pieces_in_run(
+    run: &[u8],
+    off: usize,
+    seg: usize,
+    end: usize,
+    range: Range<usize>,
+) -> impl Iterator<Item = &[u8]> {
+    let piece = seg.saturating_sub(HDR).max(1);
+    let end = end.min(run.len());
+    // Fragment `k`, and where in its piece the range begins: one division, then each next
+    // piece from its start.
+    let mut k = range.start / piece;
+    let mut at = off + k * seg + HDR + range.start % piece;
+    let mut left = range.end.saturating_sub(range.start);
+    core::iter::from_fn(move || {
+        let stop = (off + (k + 1) * seg).min(end);
+        if left == 0 || at >= stop {
+            return None;
+        }
+        let n = (stop - at).min(left);
+        let bytes = &run[at..at + n];
+        left -= n;
+        k += 1;
+        at = off + k * seg + HDR;
+        Some(bytes)
+    })
+}
+
+/// The length of the datagram whose `count` fragments lie whole in a run from `off` up to
+/// `end` ([`whole_in_run`]).
+pub fn len_in_run(off: usize, end: usize, count: usize) -> usize {
+    (end - off).saturating_sub(count * HDR)
+}
+
+/// Where a packet lies in a run when the datagram that carries it is left in its fragments
+/// (`device::Completion::RecvInPieces`): bytes `start..start + len` of the datagram whose
+/// `count` fragments lie from `off` to `end` of the run, `seg` bytes apart
+/// ([`whole_in_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InPieces {
+    pub off: usize,
+    pub end: usize,
+    pub seg: usize,
+    pub count: usize,
+    pub start: usize,
+    pub len: usize,
+}
+
+impl InPieces {
+    /// The packet's bytes in the datagram's first fragment (its headers, where the link's
+    /// fragments are larger than they): empty if the run is not the one it was found in.
+    pub fn first<'a>(&self, run: &'a [u8]) -> &'a [u8] {
+        let at = self.off + HDR + self.start;
+        let stop = (self.off + self.seg)
+            .min(self.end)
+            .min(at.saturating_add(self.len));
+        run.get(at..stop).unwrap_or(&[])
+    }
+
+    /// The packet's bytes `range` (clipped to the packet) as the slices of `run` that hold
+    /// them, in order, at most [`MAX_COUNT`] + 1.
+    pub fn parts<'a>(&self, run: &'a [u8], range: Range<usize>) -> impl Iterator<Item = &'a [u8]> {
+        let end = range.end.min(self.len);
+        let range = self.start + range.start.min(end)..self.start + end;
+        pieces_in_run(run, self.off, self.seg, self.end.min(run.len()), range)
+    }
+
+    /// Joins the fragments where they lie ([`join_in_run`]); returns where the packet now
+    /// lies, or `None` if `run` is not the one it was found in.
+    pub fn join(&self, run: &mut [u8]) -> Option<Range<usize>> {
+        if self.end > run.len() || self.seg <= HDR {
+            return None;
+        }
+        let at = join_in_run(run, self.off, self.seg, self.count, self.end).start + self.start;
+        run.get(at..at + self.len).map(|_| at..at + self.len)
+    }
+}
+
 /// A device's fragmentation: the link, the next datagram id, and the fragments that arrived
 /// apart.
 #[derive(Debug)]
@@ -211,6 +294,8 @@ pub struct Fragmenting {
     pub sent: u64,
     /// Datagrams joined in place in a GRO run.
     pub joined_in_run: u64,
+    /// Datagrams of a GRO run handed up in their fragments (`InPieces`).
+    pub left_in_pieces: u64,
 }
 
 impl Fragmenting {
@@ -224,6 +309,7 @@ impl Fragmenting {
             next_id: first_id,
             sent: 0,
             joined_in_run: 0,
+            left_in_pieces: 0,
         }
     }
 
@@ -476,6 +562,55 @@ mod tests {
         assert_eq!((count, end), (3, run.len()));
         let r = join_in_run(&mut run, 500, seg, count, end);
         assert_eq!(run[r], b[..]);
+    }
+
+    #[test]
+    fn pieces_in_a_run_read_the_datagram_without_joining_it() {
+        let a = datagram(460, 1);
+        let b = datagram(250, 2);
+        let mut frags = fragments(&a, 7, 24);
+        frags.extend(fragments(&b, 8, 0));
+        let run = run_of(&frags);
+        let seg = LINK.payload;
+        for (d, off) in [(&a, 0), (&b, 500)] {
+            let (count, end) = whole_in_run(&run, off, seg).unwrap();
+            let len = len_in_run(off, end, count);
+            assert_eq!(len, d.len());
+            // Every range, across the fragments' headers or within one piece.
+            for range in [0..len, 0..1, 91..93, 92..184, 30..250, len - 5..len, 7..7] {
+                let got: Vec<u8> = pieces_in_run(&run, off, seg, end, range.clone())
+                    .flatten()
+                    .copied()
+                    .collect();
+                assert_eq!(got, d[range.clone()], "{range:?} of {len}");
+            }
+            // Past the end: nothing more than the datagram holds.
+            let past: usize = pieces_in_run(&run, off, seg, end, len - 3..len + 50)
+                .map(<[u8]>::len)
+                .sum();
+            assert_eq!(past, 3);
+            // A packet at byte 5 of the datagram, 7 bytes short of its end (a trailer).
+            let p = InPieces {
+                off,
+                end,
+                seg,
+                count,
+                start: 5,
+                len: len - 12,
+            };
+            let packet = &d[5..len - 7];
+            assert_eq!(p.first(&run), &packet[..seg - HDR - 5]);
+            let all: Vec<u8> = p.parts(&run, 0..usize::MAX).flatten().copied().collect();
+            assert_eq!(all, packet);
+            let mid: Vec<u8> = p.parts(&run, 80..200).flatten().copied().collect();
+            assert_eq!(mid, packet[80..200]);
+            let mut joined = run.clone();
+            let r = p.join(&mut joined).unwrap();
+            assert_eq!(joined[r], *packet);
+            // Not this run.
+            assert_eq!(p.first(&[]), &[] as &[u8]);
+            assert_eq!(p.join(&mut []), None);
+        }
     }
 
     #[test]

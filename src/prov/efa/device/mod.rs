@@ -297,6 +297,16 @@ pub enum Completion {
         len: usize,
         src: EfaAddr,
     },
+    /// As `RecvInRun`, for a datagram whose fragments lie whole in the latest `Run`, left in
+    /// them: the packet is where `pieces` says. The upper layer copies a CTSDATA payload from
+    /// the pieces to where it goes, and joins any other packet first
+    /// ([`fragment::InPieces::join`]): joining every datagram in the run and copying its
+    /// payload out after moved each byte twice (callgrind, the receiver of tagged 1 MiB sends
+    /// over a veth pair: `memcpy` 64.5 M instructions before, 38.4 M after).
+    RecvInPieces {
+        pieces: fragment::InPieces,
+        src: EfaAddr,
+    },
     /// A datagram that matched the [`Placement`] handed back as `token`: its payload is in
     /// that placement's `dst` already. It used up the posted receive `wr_id`, whose buffer
     /// comes back untouched.

@@ -702,7 +702,9 @@ impl UdpDevice {
     /// datagram delivered as a `RecvInRun` into it, counting against the posted receives as
     /// the credit each is (none left: RNR) without copying into one: the upper layer copies the
     /// payload out once, where it goes (`perf`, both-ways writes over a veth pair: the copy
-    /// into posted receives was half of the library's `memmove` time).
+    /// into posted receives was half of the library's `memmove` time). A datagram whose
+    /// fragments the run holds whole goes up as a `RecvInPieces`, not joined
+    /// (`arrive_in_pieces`), unless the transport must check its payload.
     fn receive_run(
         &mut self,
         now: Time,
@@ -723,6 +725,30 @@ impl UdpDevice {
                 // else copied together with those of other runs.
                 match fragment::whole_in_run(&self.rx_bufs[i][..len], off, seg) {
                     Some((count, last)) => {
+                        // The whole datagram, until the transport says where its packet is.
+                        let mut pieces = fragment::InPieces {
+                            off,
+                            end: last,
+                            seg,
+                            count,
+                            start: 0,
+                            len: fragment::len_in_run(off, last, count),
+                        };
+                        if let Some(arrival) = self.arrive_in_pieces(now, i, &mut pieces, from) {
+                            if let Some(src_qkey) = arrival {
+                                self.run_credits += 1;
+                                if run_at.is_none() {
+                                    run_at = Some(out.len());
+                                    out.push(Completion::Run { buf: Vec::new() });
+                                }
+                                out.push(Completion::RecvInPieces {
+                                    pieces,
+                                    src: EfaAddr::from_socket(from, src_qkey),
+                                });
+                            }
+                            off = last;
+                            continue;
+                        }
                         at = fragment::join_in_run(&mut self.rx_bufs[i], off, seg, count, last);
                         end = last;
                         if let Some(f) = self.frag.as_mut() {
@@ -771,6 +797,60 @@ impl UdpDevice {
             out[at] = Completion::Run {
                 buf: core::mem::replace(&mut self.rx_bufs[i], spare),
             };
+        }
+    }
+
+    /// The datagram whose fragments lie whole in run `i` where `p` (the whole datagram) says, to the transport
+    /// without joining them: its header and trailer (a DATA_ACK's) are all the transport
+    /// reads of a datagram whose payload is outside the checksum, as in `receive_placed`.
+    /// Returns `None` if the fragments must be joined first (a checksum over the payload: a
+    /// fault injector that damages them; or not a data datagram), else the sender's QKEY if
+    /// the transport delivers it, with `p` naming the packet.
+    fn arrive_in_pieces(
+        &mut self,
+        now: Time,
+        i: usize,
+        p: &mut fragment::InPieces,
+        from: SocketAddr,
+    ) -> Option<Option<u32>> {
+        let run = &self.rx_bufs[i];
+        let first = p.first(run);
+        if first.len() < HEADROOM || first[2] & srd::wire::FLAG_PAYLOAD_UNCHECKED == 0 {
+            return None;
+        }
+        let trailer = match first[1] {
+            srd::wire::KIND_DATA => 0,
+            srd::wire::KIND_DATA_ACK => srd::wire::ACK_TRAILER,
+            _ => return None,
+        };
+        let len = p.len;
+        if len < HEADROOM + trailer {
+            return None;
+        }
+        if len > recv_buf_len(self.mtu) && len > recv_buf_len(self.path_mtu_ip(from.ip())) {
+            // As in `receive_run`: larger than our MTU allows.
+            self.too_big
+                .dropped(&self.addr, &from, len - HEADROOM, self.mtu);
+            return Some(None);
+        }
+        let mut short = [0u8; HEADROOM + srd::wire::ACK_TRAILER];
+        short[..HEADROOM].copy_from_slice(&first[..HEADROOM]);
+        let mut at = HEADROOM;
+        for piece in fragment::pieces_in_run(run, p.off, p.seg, p.end, len - trailer..len) {
+            short[at..at + piece.len()].copy_from_slice(piece);
+            at += piece.len();
+        }
+        let ready = self.run_credits < self.recvs.len();
+        match self.t.handle_datagram(now, from, &short[..at], ready) {
+            Arrival::Deliver { src_qkey, .. } => {
+                p.start = HEADROOM;
+                p.len = len - HEADROOM - trailer;
+                if let Some(f) = self.frag.as_mut() {
+                    f.left_in_pieces += 1;
+                }
+                Some(Some(src_qkey))
+            }
+            _ => Some(None),
         }
     }
 
@@ -1304,6 +1384,7 @@ impl Device for UdpDevice {
             placed: self.placed,
             fragmented: f.map_or(0, |f| f.sent),
             joined_in_run: f.map_or(0, |f| f.joined_in_run),
+            left_in_pieces: f.map_or(0, |f| f.left_in_pieces),
             joined_apart: f.map_or(0, |f| f.apart.joined),
             fragments_dropped: f.map_or(0, |f| f.apart.dropped),
             ..self.t.stats()
@@ -1446,6 +1527,17 @@ mod tests {
                         src,
                     } => (Some((wr_id, buf)), off, len, src),
                     Completion::RecvInRun { off, len, src } => (None, off, len, src),
+                    Completion::RecvInPieces { pieces, src } => {
+                        // Read where the pieces lie, and joined: the same bytes.
+                        let parts: Vec<u8> = pieces
+                            .parts(&run, 0..pieces.len)
+                            .flatten()
+                            .copied()
+                            .collect();
+                        let r = pieces.join(&mut run).expect("in the latest run");
+                        assert_eq!(run[r.clone()], parts[..]);
+                        (None, r.start, r.len(), src)
+                    }
                 };
                 let bytes = match &posted {
                     Some((_, buf)) => &buf[..],
@@ -1527,17 +1619,24 @@ mod tests {
         let info = fragmenting_device();
         let (a, b, _, gro) = transfer_exactly(&info, None);
         assert!(a.fragmented > 1000, "sent in fragments: {a:?}");
-        // Every datagram larger than the link came joined (a repeated one may be joined
-        // and then refused as a duplicate), and nothing was joined that was not sent.
-        let joined = b.joined_in_run + b.joined_apart;
+        // Every datagram larger than the link came joined or left in its fragments (a
+        // repeated one may be joined and then refused as a duplicate), and nothing was joined
+        // that was not sent.
+        let joined = b.joined_in_run + b.left_in_pieces + b.joined_apart;
         assert!(joined >= b.delivered - small(&info), "{b:?}");
         assert!(joined <= a.fragmented, "{a:?} {b:?}");
         if gro {
-            assert!(b.joined_in_run > b.joined_apart, "{b:?}");
+            // Their payloads outside the checksum: the transport reads no more than header
+            // and trailer, and the datagrams go up where their fragments lie.
+            assert!(b.left_in_pieces > b.joined_apart, "{b:?}");
+            assert_eq!(b.joined_in_run, 0, "{b:?}");
         }
         let (a, b, _, _) = transfer_exactly(&info, Some(SOME_FAULTS));
         assert!(a.retransmits > 0 && a.fragmented > 1000, "{a:?}");
         assert!(b.joined_apart > 0 && b.fragments_dropped > 0, "{b:?}");
+        // The injector damages payloads: the checksum covers them, so a datagram is joined
+        // whole for the transport to check, never handed up in pieces.
+        assert_eq!(b.left_in_pieces, 0, "{b:?}");
     }
 
     /// Of `transfer_exactly`'s datagrams, those the link takes whole.
@@ -1590,8 +1689,9 @@ mod tests {
                         per_run.push(0);
                         b.return_run(buf);
                     }
-                    Completion::RecvInRun { len, .. } => {
-                        assert_eq!(len, info.mtu);
+                    // Their payloads outside the checksum: left in their fragments.
+                    Completion::RecvInPieces { pieces, .. } => {
+                        assert_eq!(pieces.len, info.mtu);
                         *per_run.last_mut().expect("a run first") += 1;
                     }
                     c => panic!("only runs here: {c:?}"),

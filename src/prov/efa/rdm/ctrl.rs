@@ -9,64 +9,13 @@ use super::placement::Target;
 use crate::core::Errno;
 use crate::prov::efa::PROV_ERR_REMOTE_ACCESS;
 use crate::prov::efa::device::{EfaAddr, HEADROOM, MIN_MTU};
-use crate::sys::mem::{iov_len, scatter};
+use crate::sys::mem::{iov_len, parts_len, scatter, scatter_parts};
 
 // ---- control packets ----
 
 impl RdmEndpoint {
     pub(super) fn handle_ctrl(&self, g: &mut Inner, src: &EfaAddr, c: Ctrl, b: &[u8]) {
-        let connid = match c {
-            Ctrl::Cts { connid, .. } | Ctrl::ReadRsp { connid, .. } => Some(connid),
-            Ctrl::CtsData { connid, .. }
-            | Ctrl::Handshake { connid, .. }
-            | Ctrl::ReadNack { connid, .. } => connid,
-            _ => None,
-        };
-        // QKEY 0: the device does not know the sender's (EFA hardware); its connid says it.
-        // By reference: see `handle_packet`.
-        let keyed;
-        let src = match connid {
-            Some(c) if src.qkey == 0 => {
-                keyed = EfaAddr { qkey: c, ..*src };
-                &keyed
-            }
-            _ => src,
-        };
-        if connid.is_some_and(|c| c != src.qkey) {
-            g.dropped += 1;
-            return;
-        }
-        if let Ctrl::Handshake {
-            extra_info,
-            max_pkt,
-            ..
-        } = c
-        {
-            let p = g.peer_by_addr(*src);
-            let peer = &mut g.peers[p];
-            if peer.dead {
-                return;
-            }
-            peer.extra_info = extra_info;
-            // No peer of ours receives less than MIN_MTU; a smaller claim is not honoured
-            // (headers alone may need more).
-            peer.max_pkt = max_pkt.map(|m| (m as usize).max(MIN_MTU));
-            // Answer with ours if the peer has not had it: a target needs the initiator's
-            // features too (whether it understands ERR responses).
-            g.handshake(p);
-            let peer = &mut g.peers[p];
-            if !peer.hs_received {
-                peer.hs_received = true;
-                let waiting: Vec<u64> = peer.waiting.drain(..).collect();
-                for id in waiting {
-                    g.start(id);
-                }
-            }
-            return;
-        }
-        // Everything else answers something we started: the sender must be known.
-        let Some(p) = g.known_peer(src) else {
-            g.dropped += 1;
+        let Some(p) = self.ctrl_sender(g, src, c) else {
             return;
         };
         match c {
@@ -105,14 +54,7 @@ impl RdmEndpoint {
                     g.dropped += 1;
                     return;
                 };
-                if recv_id & TX_BIT != 0 {
-                    let Some(id) = self.txe_of(g, p, recv_id) else {
-                        return;
-                    };
-                    self.read_data(g, id, seg_offset as usize, data, None);
-                } else if let Some(id) = self.rxe_of(g, p, recv_id) {
-                    self.rx_data(g, id, seg_offset as usize, data);
-                }
+                self.ctsdata(g, p, recv_id, seg_offset, &[data]);
             }
             Ctrl::ReadRsp {
                 recv_id,
@@ -128,7 +70,7 @@ impl RdmEndpoint {
                 let Some(id) = self.txe_of(g, p, recv_id) else {
                     return;
                 };
-                self.read_data(g, id, 0, data, Some(send_id));
+                self.read_data(g, id, 0, &[data], Some(send_id));
             }
             Ctrl::AtomRsp {
                 recv_id,
@@ -185,6 +127,80 @@ impl RdmEndpoint {
         }
     }
 
+    /// The peer a control packet `c` from `src` comes from, after the checks every control
+    /// packet gets; `None` for a handshake (handled here) or a packet to drop.
+    #[inline(always)]
+    pub(super) fn ctrl_sender(&self, g: &mut Inner, src: &EfaAddr, c: Ctrl) -> Option<usize> {
+        let connid = match c {
+            Ctrl::Cts { connid, .. } | Ctrl::ReadRsp { connid, .. } => Some(connid),
+            Ctrl::CtsData { connid, .. }
+            | Ctrl::Handshake { connid, .. }
+            | Ctrl::ReadNack { connid, .. } => connid,
+            _ => None,
+        };
+        // QKEY 0: the device does not know the sender's (EFA hardware); its connid says it.
+        // By reference: see `handle_packet`.
+        let keyed;
+        let src = match connid {
+            Some(c) if src.qkey == 0 => {
+                keyed = EfaAddr { qkey: c, ..*src };
+                &keyed
+            }
+            _ => src,
+        };
+        if connid.is_some_and(|c| c != src.qkey) {
+            g.dropped += 1;
+            return None;
+        }
+        if let Ctrl::Handshake {
+            extra_info,
+            max_pkt,
+            ..
+        } = c
+        {
+            let p = g.peer_by_addr(*src);
+            let peer = &mut g.peers[p];
+            if peer.dead {
+                return None;
+            }
+            peer.extra_info = extra_info;
+            // No peer of ours receives less than MIN_MTU; a smaller claim is not honoured
+            // (headers alone may need more).
+            peer.max_pkt = max_pkt.map(|m| (m as usize).max(MIN_MTU));
+            // Answer with ours if the peer has not had it: a target needs the initiator's
+            // features too (whether it understands ERR responses).
+            g.handshake(p);
+            let peer = &mut g.peers[p];
+            if !peer.hs_received {
+                peer.hs_received = true;
+                let waiting: Vec<u64> = peer.waiting.drain(..).collect();
+                for id in waiting {
+                    g.start(id);
+                }
+            }
+            return None;
+        }
+        // Everything else answers something we started: the sender must be known.
+        let p = g.known_peer(src);
+        if p.is_none() {
+            g.dropped += 1;
+        }
+        p
+    }
+
+    /// A CTSDATA packet from peer `p` whose data is `data`, in order: one slice, or the
+    /// pieces of a datagram left in its fragments (`RdmEndpoint::handle_in_pieces`).
+    pub(super) fn ctsdata(&self, g: &mut Inner, p: usize, recv_id: u32, off: u64, data: &[&[u8]]) {
+        if recv_id & TX_BIT != 0 {
+            let Some(id) = self.txe_of(g, p, recv_id) else {
+                return;
+            };
+            self.read_data(g, id, off as usize, data, None);
+        } else if let Some(id) = self.rxe_of(g, p, recv_id) {
+            self.rx_data(g, id, off as usize, data);
+        }
+    }
+
     /// Our transmit operation named by a wire id, if it exists and belongs to peer `p`.
     fn txe_of(&self, g: &mut Inner, p: usize, wire: u32) -> Option<u64> {
         let id = g
@@ -209,17 +225,25 @@ impl RdmEndpoint {
     }
 
     /// Data of a read we asked for; grants the responder more when the window is used up.
-    fn read_data(&self, g: &mut Inner, id: u64, off: usize, data: &[u8], responder: Option<u32>) {
+    fn read_data(
+        &self,
+        g: &mut Inner,
+        id: u64,
+        off: usize,
+        data: &[&[u8]],
+        responder: Option<u32>,
+    ) {
         let Some(t) = g.txes.get_mut(id) else { return };
-        if t.kind != TxKind::Read || off.checked_add(data.len()).is_none_or(|e| e > t.len) {
+        let n = parts_len(data);
+        if t.kind != TxKind::Read || off.checked_add(n).is_none_or(|e| e > t.len) {
             g.dropped += 1;
             return;
         }
-        scatter(&t.iov, off, data);
+        scatter_parts(&t.iov, off, data);
         if let Some(r) = responder {
             t.recv_id = r;
         }
-        self.read_landed(g, id, off, data.len());
+        self.read_landed(g, id, off, n);
     }
 
     /// `n` bytes at `off` of read `id` arrived (copied, or put in place by the device:

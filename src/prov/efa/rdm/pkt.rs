@@ -474,7 +474,8 @@ pub enum ParseError {
 
 /// A CTSDATA packet's fields (`b` is at least 4 bytes, its type CTSDATA, its version ours).
 #[inline(always)]
-fn parse_ctsdata(b: &[u8], flags: u16) -> Result<Ctrl, ParseError> {
+/// A CTSDATA header from `b`, the first bytes of a packet of `len` bytes.
+fn parse_ctsdata(b: &[u8], len: usize, flags: u16) -> Result<Ctrl, ParseError> {
     let data_off = if flags & CONNID_HDR != 0 { 32 } else { 24 };
     if b.len() < data_off {
         return Err(ParseError::Truncated);
@@ -483,7 +484,7 @@ fn parse_ctsdata(b: &[u8], flags: u16) -> Result<Ctrl, ParseError> {
     let seg_length = rd64(b, 8);
     if (data_off as u64)
         .checked_add(seg_length)
-        .is_none_or(|e| e > b.len() as u64)
+        .is_none_or(|e| e > len as u64)
     {
         return Err(ParseError::Truncated);
     }
@@ -501,10 +502,17 @@ fn parse_ctsdata(b: &[u8], flags: u16) -> Result<Ctrl, ParseError> {
 /// go straight to their handler in registers rather than through a whole `Pkt` in memory.
 #[inline(always)]
 pub fn parse_if_ctsdata(b: &[u8]) -> Option<Result<Ctrl, ParseError>> {
-    if b.len() < 4 || b[0] != CTSDATA || b[1] != VERSION {
+    parse_if_ctsdata_in(b, b.len())
+}
+
+/// As [`parse_if_ctsdata`], from `head`, the first bytes of a packet of `len` bytes (one
+/// that came in fragments: its headers are in the first).
+#[inline(always)]
+pub fn parse_if_ctsdata_in(head: &[u8], len: usize) -> Option<Result<Ctrl, ParseError>> {
+    if head.len() < 4 || head[0] != CTSDATA || head[1] != VERSION || len < head.len() {
         return None;
     }
-    Some(parse_ctsdata(b, rd16(b, 2)))
+    Some(parse_ctsdata(head, len, rd16(head, 2)))
 }
 
 /// Parses a packet. Never panics, whatever the bytes.
@@ -518,7 +526,7 @@ pub fn parse(b: &[u8]) -> Result<Pkt, ParseError> {
     }
     // Every datagram of a bulk transfer but its first: straight to its few fields.
     if ty == CTSDATA {
-        return parse_ctsdata(b, flags).map(Pkt::Ctrl);
+        return parse_ctsdata(b, b.len(), flags).map(Pkt::Ctrl);
     }
     let need = |n: usize| {
         if b.len() < n {

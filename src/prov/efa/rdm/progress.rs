@@ -478,6 +478,10 @@ impl RdmEndpoint {
                     Completion::Run { buf } => {
                         device::next_run(&mut *g.dev, &mut run, core::mem::take(buf))
                     }
+                    Completion::RecvInPieces { pieces, src } => {
+                        received += 1;
+                        self.handle_in_pieces(g, src, &mut run, *pieces);
+                    }
                     Completion::RecvInRun { off, len, src } => {
                         received += 1;
                         if let Some(pkt) = run.get(*off..*off + *len) {

@@ -82,7 +82,7 @@ impl RdmEndpoint {
             g.dropped += 1;
             return;
         }
-        self.rx_data(g, id, rp.off, rp.bytes);
+        self.rx_data(g, id, rp.off, &[rp.bytes]);
     }
 }
 

@@ -10,9 +10,9 @@ use super::pkt::{self, Pkt, Req};
 use super::placement::Target;
 use crate::abi::consts::*;
 use crate::core::{Errno, Result};
-use crate::prov::efa::device::{EfaAddr, HEADROOM};
+use crate::prov::efa::device::{EfaAddr, HEADROOM, fragment};
 use crate::prov::shm::Pending;
-use crate::sys::mem::{IoVec, iov_len, scatter};
+use crate::sys::mem::{IoVec, iov_len, parts_len, scatter, scatter_parts};
 use crate::util::Progress;
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::MsgOp;
@@ -346,30 +346,37 @@ impl RdmEndpoint {
     }
 
     /// Places `data` at `off` of a message or write.
-    pub(super) fn rx_data(&self, g: &mut Inner, id: u64, off: usize, data: &[u8]) {
+    /// `data`, in order (one slice, or the pieces of a datagram left in its fragments), at
+    /// `off` of receive `id`.
+    pub(super) fn rx_data(&self, g: &mut Inner, id: u64, off: usize, data: &[&[u8]]) {
         let Some(r) = g.rxes.get_mut(id) else { return };
-        if off.checked_add(data.len()).is_none_or(|end| end > r.total) {
+        let n = parts_len(data);
+        if off.checked_add(n).is_none_or(|end| end > r.total) {
             g.dropped += 1;
             return;
         }
         match &r.kind {
             RxKind::Unexpected => {
-                if off + data.len() <= r.staging.len() {
-                    r.staging[off..off + data.len()].copy_from_slice(data);
+                if off + n <= r.staging.len() {
+                    let mut at = off;
+                    for part in data {
+                        r.staging[at..at + part.len()].copy_from_slice(part);
+                        at += part.len();
+                    }
                 }
             }
             RxKind::Recv(_) => {
-                scatter(&r.target, off, data);
+                scatter_parts(&r.target, off, data);
             }
             RxKind::Write { dest } => {
-                scatter(dest, off, data);
+                scatter_parts(dest, off, data);
             }
             RxKind::Read { .. } => {
                 g.dropped += 1;
                 return;
             }
         }
-        self.rx_landed(g, id, off, data.len());
+        self.rx_landed(g, id, off, n);
     }
 
     /// Data the device put in place itself (`placement`): `rx_data` without the copy.
@@ -541,6 +548,56 @@ impl RdmEndpoint {
         }
     }
 
+    /// A packet whose datagram the device left in its fragments, in `run`
+    /// (`Completion::RecvInPieces`). A CTSDATA packet (bulk data: almost every one that comes
+    /// in fragments) has its data copied from where the pieces lie to where it goes; any
+    /// other packet is joined first, and handled as one that came whole.
+    pub(super) fn handle_in_pieces(
+        &self,
+        g: &mut Inner,
+        src: &EfaAddr,
+        run: &mut [u8],
+        p: fragment::InPieces,
+    ) {
+        let head = p.first(run);
+        if let Some(c) = pkt::parse_if_ctsdata_in(head, p.len) {
+            let Ok(
+                c @ pkt::Ctrl::CtsData {
+                    recv_id,
+                    seg_length,
+                    seg_offset,
+                    data_off,
+                    ..
+                },
+            ) = c
+            else {
+                g.dropped += 1;
+                return;
+            };
+            let Some(peer) = self.ctrl_sender(g, src, c) else {
+                return;
+            };
+            // The data's pieces: at most one per fragment (`parse_ctsdata` checked that the
+            // packet holds `seg_length` bytes past its header).
+            let mut parts: [&[u8]; fragment::MAX_COUNT] = [&[]; fragment::MAX_COUNT];
+            let mut n = 0;
+            for part in p.parts(run, data_off..data_off + seg_length as usize) {
+                if n == parts.len() {
+                    g.dropped += 1;
+                    return;
+                }
+                parts[n] = part;
+                n += 1;
+            }
+            self.ctsdata(g, peer, recv_id, seg_offset, &parts[..n]);
+            return;
+        }
+        match p.join(run) {
+            Some(at) => self.handle_packet(g, src, &run[at]),
+            None => g.dropped += 1,
+        }
+    }
+
     /// A peer first heard from before the application inserted its address gets its AV index
     /// once it is there (FI_SOURCE, directed receives).
     fn refresh_fi_addr(&self, g: &mut Inner, p: usize) {
@@ -679,7 +736,7 @@ impl RdmEndpoint {
         };
         if medium {
             if let Some(&id) = g.peers[p].rx_map.get(&h.msg_id) {
-                self.rx_data(g, id, off, data);
+                self.rx_data(g, id, off, &[data]);
                 return;
             }
             if total > MAX_STAGED {
@@ -780,7 +837,7 @@ impl RdmEndpoint {
         if longread {
             self.advance(g, id);
         } else {
-            self.rx_data(g, id, off, data);
+            self.rx_data(g, id, off, &[data]);
         }
     }
 }

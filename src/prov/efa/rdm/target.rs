@@ -99,7 +99,7 @@ impl RdmEndpoint {
             self.finish(g, id);
             return;
         }
-        self.rx_data(g, id, 0, data);
+        self.rx_data(g, id, 0, &[data]);
     }
 
     pub(super) fn recv_read(&self, g: &mut Inner, p: usize, req: &Req) {

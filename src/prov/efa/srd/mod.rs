@@ -156,10 +156,12 @@ pub struct Stats {
     /// named for it (`device::Placement`; the UDP device without GRO).
     pub placed: u64,
     /// The UDP device on a small-MTU link (`device::fragment`): datagrams sent in
-    /// fragments, those received joined in place in a GRO run or copied together from
-    /// fragments that arrived apart, and fragments dropped (lost partners, out of order).
+    /// fragments, those received joined in place in a GRO run, handed up in their fragments
+    /// from a GRO run (`device::fragment::InPieces`) or copied together from fragments that
+    /// arrived apart, and fragments dropped (lost partners, out of order).
     pub fragmented: u64,
     pub joined_in_run: u64,
+    pub left_in_pieces: u64,
     pub joined_apart: u64,
     pub fragments_dropped: u64,
 }

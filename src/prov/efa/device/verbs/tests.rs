@@ -119,7 +119,9 @@ fn datagrams_cross_and_report_their_source() {
                 );
                 saw |= 2;
             }
-            Completion::Run { .. } | Completion::RecvInRun { .. } => {
+            Completion::Run { .. }
+            | Completion::RecvInRun { .. }
+            | Completion::RecvInPieces { .. } => {
                 panic!("the verbs device hands up no runs")
             }
         }
