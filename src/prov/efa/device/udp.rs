@@ -800,9 +800,10 @@ impl UdpDevice {
         }
     }
 
-    /// The datagram whose fragments lie whole in run `i` where `p` (the whole datagram) says, to the transport
-    /// without joining them: its header and trailer (a DATA_ACK's) are all the transport
-    /// reads of a datagram whose payload is outside the checksum, as in `receive_placed`.
+    /// The datagram whose fragments lie whole in run `i` where `p` says (all of it), to the
+    /// transport without joining them: its header and trailer (a DATA_ACK's) are all the
+    /// transport reads of a datagram whose payload is outside the checksum, as in
+    /// `receive_placed`.
     /// Returns `None` if the fragments must be joined first (a checksum over the payload: a
     /// fault injector that damages them; or not a data datagram), else the sender's QKEY if
     /// the transport delivers it, with `p` naming the packet.

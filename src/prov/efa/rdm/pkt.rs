@@ -472,9 +472,10 @@ pub enum ParseError {
     BadField,
 }
 
-/// A CTSDATA packet's fields (`b` is at least 4 bytes, its type CTSDATA, its version ours).
+/// A CTSDATA packet's fields (`b` is at least 4 bytes, its type CTSDATA, its version ours),
+/// from `b`, the first bytes of a packet of `len` bytes (all of it, unless it came in
+/// fragments).
 #[inline(always)]
-/// A CTSDATA header from `b`, the first bytes of a packet of `len` bytes.
 fn parse_ctsdata(b: &[u8], len: usize, flags: u16) -> Result<Ctrl, ParseError> {
     let data_off = if flags & CONNID_HDR != 0 { 32 } else { 24 };
     if b.len() < data_off {

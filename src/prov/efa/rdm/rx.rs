@@ -345,9 +345,8 @@ impl RdmEndpoint {
         }
     }
 
-    /// Places `data` at `off` of a message or write.
-    /// `data`, in order (one slice, or the pieces of a datagram left in its fragments), at
-    /// `off` of receive `id`.
+    /// Places `data` at `off` of a message or write: its parts in order (one slice, or the
+    /// pieces of a datagram left in its fragments).
     pub(super) fn rx_data(&self, g: &mut Inner, id: u64, off: usize, data: &[&[u8]]) {
         let Some(r) = g.rxes.get_mut(id) else { return };
         let n = parts_len(data);
