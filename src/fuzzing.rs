@@ -146,7 +146,7 @@ pub fn rdm_packet(data: &[u8]) {
 /// chooses, must join to exactly those datagrams (at most once each) and nothing else.
 pub fn udp_fragments(data: &[u8]) {
     use crate::prov::efa::device::fragment::{
-        HDR, InPieces, Link, MAGIC, Reassembly, join_in_run, len_in_run, whole_in_run,
+        HDR, Link, MAGIC, Reassembly, join_in_run, len_in_run, whole_in_run,
     };
     const CAP: usize = 2048;
     let mut s = Script { data, pos: 0 };
@@ -175,17 +175,8 @@ pub fn udp_fragments(data: &[u8]) {
             {
                 assert!(end <= run.len());
                 // Read where the pieces lie, from a scripted byte on: what joining gives.
-                let len = len_in_run(0, end, count);
-                let start = usize::from(op >> 3) % (len + 1);
-                let p = InPieces {
-                    off: 0,
-                    end,
-                    seg,
-                    count,
-                    start,
-                    len: len - start,
-                };
-                let parts: Vec<u8> = p.parts(&run, 0..usize::MAX).flatten().copied().collect();
+                let start = usize::from(op >> 3) % (len_in_run(0, end, count) + 1);
+                let (_, parts) = read_in_pieces(&run, seg, count, end, start);
                 let at = join_in_run(&mut run, 0, seg, count, end);
                 assert!(at.end <= end && at.start == HDR);
                 assert_eq!(parts, run[at.start + start..at.end]);
@@ -229,15 +220,8 @@ pub fn udp_fragments(data: &[u8]) {
     let (count, end) = whole_in_run(&first, 0, seg).expect("a datagram's fragments in order");
     let d = &datagrams[0];
     let start = usize::from(s.u16()) % d.len();
-    let p = InPieces {
-        off: 0,
-        end,
-        seg,
-        count,
-        start,
-        len: d.len() - start,
-    };
-    let parts: Vec<u8> = p.parts(&first, 0..usize::MAX).flatten().copied().collect();
+    assert_eq!(len_in_run(0, end, count), d.len());
+    let (p, parts) = read_in_pieces(&first, seg, count, end, start);
     assert_eq!(parts, d[start..], "read in pieces from byte {start}");
     let mut joined = first.clone();
     assert_eq!(
@@ -287,6 +271,28 @@ pub fn udp_fragments(data: &[u8]) {
         };
         join(id, &f);
     }
+}
+
+/// The bytes from `start` on of the datagram whose `count` fragments lie from the start of
+/// `run` to `end`, `seg` bytes apart, read where the pieces lie (`fragment::InPieces`).
+fn read_in_pieces(
+    run: &[u8],
+    seg: usize,
+    count: usize,
+    end: usize,
+    start: usize,
+) -> (crate::prov::efa::device::fragment::InPieces, Vec<u8>) {
+    use crate::prov::efa::device::fragment::{InPieces, len_in_run};
+    let p = InPieces {
+        off: 0,
+        end,
+        seg,
+        count,
+        start,
+        len: len_in_run(0, end, count) - start,
+    };
+    let parts = p.parts(run, 0..usize::MAX).flatten().copied().collect();
+    (p, parts)
 }
 
 /// Memory the shm harness registers and receives into, leaked once per thread (the endpoint
