@@ -263,7 +263,7 @@ impl InPieces {
     }
 
     /// The packet's bytes `range` (clipped to the packet) as the slices of `run` that hold
-    /// them, in order, at most [`MAX_COUNT`] + 1.
+    /// them, in order: at most one per fragment, so at most [`MAX_COUNT`].
     pub fn parts<'a>(&self, run: &'a [u8], range: Range<usize>) -> impl Iterator<Item = &'a [u8]> {
         let end = range.end.min(self.len);
         let range = self.start + range.start.min(end)..self.start + end;
