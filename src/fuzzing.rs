@@ -201,8 +201,7 @@ pub fn udp_fragments(data: &[u8]) {
     let mut frags: Vec<(u32, Vec<u8>)> = Vec::new();
     for (id, d) in datagrams.iter().enumerate() {
         let count = link.count(d.len());
-        for k in 0..count {
-            let [a, b] = link.piece_of([d, &[]], k);
+        for (k, [a, b]) in link.pieces([d, &[]]).enumerate() {
             frags.push((
                 id as u32,
                 [&link.header(k, count, id as u32)[..], a, b].concat(),

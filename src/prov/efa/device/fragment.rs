@@ -140,17 +140,42 @@ impl Link {
         }
     }
 
-    /// The bytes of fragment `k` of a datagram given in two parts (either may be empty):
-    /// bytes `k * piece ..` of their concatenation, as (part of the first, part of the second).
-    pub fn piece_of<'a>(&self, parts: [&'a [u8]; 2], k: usize) -> [&'a [u8]; 2] {
-        let piece = self.piece();
-        let (head, tail) = (parts[0], parts[1]);
-        let total = head.len() + tail.len();
-        let (a, b) = ((k * piece).min(total), ((k + 1) * piece).min(total));
-        [
-            &head[a.min(head.len())..b.min(head.len())],
-            &tail[a.saturating_sub(head.len())..b.saturating_sub(head.len())],
-        ]
+    /// The fragments' bytes of a datagram given in two parts (either may be empty), in order:
+    /// [`Link::piece`] bytes of their concatenation each, as (part of the first, part of the
+    /// second), the last one shorter. As many as [`Link::count`] gives for a datagram it cuts.
+    /// Cut in one walk: worked out per fragment from its index, each took a dozen compares.
+    #[inline]
+    pub fn pieces<'a>(&self, parts: [&'a [u8]; 2]) -> Pieces<'a> {
+        Pieces {
+            piece: self.piece(),
+            head: parts[0],
+            tail: parts[1],
+        }
+    }
+}
+
+/// The fragments' bytes of one datagram ([`Link::pieces`]).
+#[derive(Debug, Clone)]
+pub struct Pieces<'a> {
+    piece: usize,
+    head: &'a [u8],
+    tail: &'a [u8],
+}
+
+impl<'a> Iterator for Pieces<'a> {
+    type Item = [&'a [u8]; 2];
+
+    #[inline]
+    fn next(&mut self) -> Option<[&'a [u8]; 2]> {
+        if self.head.is_empty() && self.tail.is_empty() {
+            return None;
+        }
+        let (a, head) = self.head.split_at(self.piece.min(self.head.len()));
+        let (b, tail) = self
+            .tail
+            .split_at((self.piece - a.len()).min(self.tail.len()));
+        (self.head, self.tail) = (head, tail);
+        Some([a, b])
     }
 }
 
@@ -478,11 +503,9 @@ mod tests {
         let parts = [&d[..split_at], &d[split_at..]];
         let count = LINK.count(d.len());
         assert!(count > 1);
-        (0..count)
-            .map(|k| {
-                let [a, b] = LINK.piece_of(parts, k);
-                [&LINK.header(k, count, id)[..], a, b].concat()
-            })
+        LINK.pieces(parts)
+            .enumerate()
+            .map(|(k, [a, b])| [&LINK.header(k, count, id)[..], a, b].concat())
             .collect()
     }
 
@@ -532,10 +555,15 @@ mod tests {
         for n in [101, 184, 185, 300, 460] {
             let d = datagram(n, 1);
             for split in [0, 1, 24, 92, 93, n] {
-                let joined: Vec<u8> = (0..LINK.count(n))
-                    .flat_map(|k| LINK.piece_of([&d[..split], &d[split..]], k).concat())
+                let pieces: Vec<Vec<u8>> = LINK
+                    .pieces([&d[..split], &d[split..]])
+                    .map(|p| p.concat())
                     .collect();
-                assert_eq!(joined, d, "{n} bytes split at {split}");
+                assert_eq!(pieces.len(), LINK.count(n), "{n} bytes split at {split}");
+                let (last, full) = pieces.split_last().unwrap();
+                assert!(full.iter().all(|p| p.len() == LINK.piece()));
+                assert!((1..=LINK.piece()).contains(&last.len()));
+                assert_eq!(pieces.concat(), d, "{n} bytes split at {split}");
             }
         }
     }

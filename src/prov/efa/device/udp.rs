@@ -24,9 +24,7 @@ use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transm
 use crate::sys::mem::IoVec;
 use crate::sys::netif::{Iface, LinkInfo};
 use crate::sys::poll::{Epoll, EventFd, TimerFd};
-use crate::sys::udp::{
-    BATCH, PeerSockError, SEND_BATCH, SendList, StackList, UdpSock, gso_run_datagrams,
-};
+use crate::sys::udp::{BATCH, PeerSockError, SEND_BATCH, StackList, UdpSock, gso_run_datagrams};
 
 /// Datagrams up to this size are received in runs (GRO) when the kernel can.
 const GRO_MAX_DATAGRAM: usize = 16 << 10;
@@ -921,13 +919,14 @@ impl UdpDevice {
         };
         let id = f.new_id();
         let mut hdrs = [[0u8; fragment::HDR]; fragment::MAX_COUNT];
-        let mut items = SendList::new();
         for (k, h) in hdrs.iter_mut().enumerate().take(count) {
             *h = f.link.header(k, count, id);
-            let [a, b] = f.link.piece_of([bytes, &[]], k);
-            items.push((dest, [&h[..], a, b]));
         }
-        self.sock.send_batch_runs(items.as_slice(), count) > 0
+        let mut batch = self.sock.batch(count);
+        for (h, [a, b]) in hdrs.iter().zip(f.link.pieces([bytes, &[]])) {
+            batch.push(dest, [&h[..], a, b]);
+        }
+        self.sock.send_prepared(&batch) > 0
     }
 
     /// Hands a datagram to the fault injector, in the fragments the link needs: each is
@@ -939,9 +938,8 @@ impl UdpDevice {
             return;
         };
         let (id, link) = (f.new_id(), f.link);
-        for k in 0..count {
+        for (k, [a, b]) in link.pieces([bytes, &[]]).enumerate() {
             let h = link.header(k, count, id);
-            let [a, b] = link.piece_of([bytes, &[]], k);
             self.inject(now, dest, &[&h[..], a, b].concat());
         }
     }
@@ -1001,19 +999,21 @@ impl UdpDevice {
         let cap = self.frag.as_ref().map_or(SEND_BATCH, |f| {
             (SEND_BATCH / f.run * f.run).max(fragment::MAX_COUNT)
         });
+        let run = self.frag.as_ref().map_or(SEND_BATCH, |f| f.run);
         loop {
             // The transport's queue is read in place and only what went out is taken from it:
             // moved into a batch of its own, each entry was read back right after its copy was
             // stored (a stall per datagram in `perf annotate`), and what the socket refused had
-            // to be kept aside. No allocation per batch: the lists live on the stack.
-            // Fragments' headers, one per item at most, written only where used: zeroing
+            // to be kept aside. No allocation per batch: the lists live on the stack, and each
+            // datagram becomes its iovecs as it is read (`SendBatch`).
+            // Fragments' headers, one per datagram at most, written only where used: zeroing
             // them all was a 512-byte memset on every lone answer's send.
             let mut frag_hdrs =
                 [const { MaybeUninit::<[u8; fragment::HDR]>::uninit() }; SEND_BATCH];
             let mut free_hdrs = &mut frag_hdrs[..];
-            let mut items = SendList::new();
-            // For each item, how many queue entries it and those before it took (entries of
-            // datagrams settled since are skipped).
+            let mut batch = self.sock.batch(run);
+            // For each datagram, how many queue entries it and those before it took (entries
+            // of datagrams settled since are skipped).
             let mut upto = StackList::<usize, SEND_BATCH>::new();
             let mut examined = 0;
             for t in self.t.transmits() {
@@ -1028,7 +1028,7 @@ impl UdpDevice {
                     self.fragments_for(dest, a.len() + b.len())
                 });
                 // A datagram's fragments go in one batch.
-                if items.len() + count > cap {
+                if batch.len() + count > cap {
                     break;
                 }
                 examined += 1;
@@ -1036,7 +1036,7 @@ impl UdpDevice {
                     continue;
                 };
                 if count == 1 {
-                    items.push((dest, [parts[0], parts[1], &[]]));
+                    batch.push(dest, [parts[0], parts[1], &[]]);
                     upto.push(examined);
                     continue;
                 }
@@ -1044,14 +1044,13 @@ impl UdpDevice {
                     unreachable!("fragments only with fragmentation on")
                 };
                 let id = f.new_id();
-                for k in 0..count {
+                for (k, [a, b]) in f.link.pieces(parts).enumerate() {
                     let (h, rest) = core::mem::take(&mut free_hdrs)
                         .split_first_mut()
-                        .expect("a header for every item");
+                        .expect("a header for every datagram");
                     free_hdrs = rest;
                     let h = h.write(f.link.header(k, count, id));
-                    let [a, b] = f.link.piece_of(parts, k);
-                    items.push((dest, [&h[..], a, b]));
+                    batch.push(dest, [&h[..], a, b]);
                     // The datagram is taken from the queue only with its last fragment: one
                     // whose fragments the socket took in part goes again whole, with a new id.
                     upto.push(if k + 1 == count {
@@ -1065,9 +1064,8 @@ impl UdpDevice {
                 self.socket_full = false;
                 return;
             }
-            let n = items.len();
-            let run = self.frag.as_ref().map_or(SEND_BATCH, |f| f.run);
-            let sent = self.sock.send_batch_runs(items.as_slice(), run);
+            let n = batch.len();
+            let sent = self.sock.send_prepared(&batch);
             if sent < n {
                 // The socket buffer is full: the rest stays queued, in order, for the next poll.
                 let taken = sent.checked_sub(1).map_or(0, |i| upto.as_slice()[i]);
