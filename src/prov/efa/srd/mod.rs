@@ -1025,7 +1025,7 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
 
     /// What `poll_transmit` would give, oldest first, left in place: a caller that sends them
     /// from here takes those that went with [`Transport::consume_transmits`].
-    pub fn transmits(&self) -> impl Iterator<Item = &Transmit<A>> {
+    pub fn transmits(&self) -> std::collections::vec_deque::Iter<'_, Transmit<A>> {
         self.transmits.iter()
     }
 
