@@ -108,8 +108,8 @@ pub type SendList<'a> = StackList<SendItem<'a>, SEND_BATCH>;
 /// joins the GSO message before it when it can (the same destination, no longer than that
 /// message's first datagram; a shorter one ends the message). Listed first and grouped into
 /// messages after, each datagram was written, then read back twice (its length, then its
-/// parts): some 280 instructions of every 7 KiB datagram sent over a veth pair in fragments
-/// (callgrind, tagged 1 MiB sends).
+/// parts): the device's sending of tagged 1 MiB over a veth pair, in fragments, took 6 % more
+/// instructions that way (callgrind, 42.0 M against 39.4 M for 300 MiB).
 pub struct SendBatch<'a> {
     iov: StackList<libc::iovec, { 3 * SEND_BATCH }>,
     msgs: StackList<BatchMsg<'a>, SEND_BATCH>,
@@ -728,18 +728,11 @@ impl UdpSock {
     /// Consecutive datagrams to one destination, each as long as the first but the last
     /// (which may be shorter), go out as one GSO message.
     pub fn send_batch(&self, items: &[SendItem<'_>]) -> usize {
-        self.send_batch_runs(items, GSO_MAX_SEGMENTS)
-    }
-
-    /// `send_batch` with GSO messages of at most `max_run` datagrams: a caller whose
-    /// datagrams come in groups (a datagram's fragments) ends runs where groups do, so that
-    /// the receiver's GRO runs hold groups whole.
-    pub fn send_batch_runs(&self, items: &[SendItem<'_>], max_run: usize) -> usize {
         match items {
             [] => 0,
             [(dest, parts)] => self.send_one(dest, parts),
             _ => {
-                let mut batch = self.batch(max_run);
+                let mut batch = self.batch(GSO_MAX_SEGMENTS);
                 for &(dest, parts) in items.iter().take(SEND_BATCH) {
                     batch.push(dest, parts);
                 }

@@ -311,7 +311,7 @@ impl InPieces {
 #[derive(Debug)]
 pub struct Fragmenting {
     pub link: Link,
-    /// Fragments per GSO message: whole datagrams of full size (`UdpSock::send_batch_runs`).
+    /// Fragments per GSO message: whole datagrams of full size (`UdpSock::batch`, `SendBatch`).
     pub run: usize,
     pub apart: Reassembly,
     next_id: u32,
