@@ -100,9 +100,6 @@ impl<T: Copy, const N: usize> Default for StackList<T, N> {
     }
 }
 
-/// The datagrams of one [`UdpSock::send_batch`].
-pub type SendList<'a> = StackList<SendItem<'a>, SEND_BATCH>;
-
 /// The datagrams of one send, gathered in one pass ([`UdpSock::batch`],
 /// [`UdpSock::send_prepared`]): each datagram's parts become iovecs as it is added, and it
 /// joins the GSO message before it when it can (the same destination, no longer than that
@@ -128,6 +125,14 @@ struct BatchMsg<'a> {
     bytes: usize,
     /// Every datagram so far is `seg` bytes (none empty): another may join.
     open: bool,
+}
+
+impl BatchMsg<'_> {
+    /// Message `g`'s iovecs: from its `iov_at` to the next message's (or the end of `iov`).
+    fn iovecs<'i>(msgs: &[BatchMsg<'_>], g: usize, iov: &'i [libc::iovec]) -> &'i [libc::iovec] {
+        let end = msgs.get(g + 1).map_or(iov.len(), |n| n.iov_at);
+        &iov[msgs[g].iov_at..end]
+    }
 }
 
 /// `send_msgs` found GSO refused on this socket (more datagrams than any batch holds).
@@ -189,13 +194,13 @@ impl<'a> SendBatch<'a> {
         let (iov, msgs) = (self.iov.as_slice(), self.msgs.as_slice());
         let mut singles = StackList::new();
         for (g, m) in msgs.iter().enumerate() {
-            let end = msgs.get(g + 1).map_or(iov.len(), |n| n.iov_at);
-            let (mut at, mut bytes) = (m.iov_at, 0);
-            for (j, v) in iov.iter().enumerate().take(end).skip(m.iov_at) {
+            let own = BatchMsg::iovecs(msgs, g, iov);
+            let (mut at, mut bytes) = (0, 0);
+            for (j, v) in own.iter().enumerate() {
                 bytes += v.iov_len;
-                if bytes == m.seg || j + 1 == end {
+                if bytes == m.seg || j + 1 == own.len() {
                     singles.push(BatchMsg {
-                        iov_at: at,
+                        iov_at: m.iov_at + at,
                         count: 1,
                         seg: bytes,
                         bytes,
@@ -796,7 +801,7 @@ impl UdpSock {
         let mut cmsgs = [const { MaybeUninit::<SegmentCmsg>::uninit() }; SEND_BATCH];
         let mut coalesced = false;
         for (g, m) in msgs.iter().enumerate() {
-            let end = msgs.get(g + 1).map_or(iov.len(), |n| n.iov_at);
+            let own = BatchMsg::iovecs(msgs, g, iov);
             let h = &mut hdrs[g]
                 .write(
                     // SAFETY: an all-zero mmsghdr is valid (null pointers, zero lengths).
@@ -804,8 +809,8 @@ impl UdpSock {
                 )
                 .msg_hdr;
             // The kernel only reads the iovecs: a pointer made mutable for the C type.
-            h.msg_iov = iov[m.iov_at..].as_ptr().cast_mut();
-            h.msg_iovlen = end - m.iov_at;
+            h.msg_iov = own.as_ptr().cast_mut();
+            h.msg_iovlen = own.len();
             if via_peer.is_none() {
                 let name = names[g].write(
                     // SAFETY: an all-zero sockaddr_storage is valid.
@@ -928,6 +933,9 @@ fn refused_for_good(e: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A list of datagrams as `send_batch` takes them, on the stack.
+    type SendList<'a> = StackList<SendItem<'a>, SEND_BATCH>;
 
     #[test]
     fn loopback_batches_v4_and_v6() {
@@ -1173,12 +1181,8 @@ mod tests {
             .as_slice()
             .iter()
             .enumerate()
-            .map(|(g, m)| {
-                let end = singles
-                    .as_slice()
-                    .get(g + 1)
-                    .map_or(iov.len(), |n| n.iov_at);
-                iov[m.iov_at..end]
+            .map(|(g, _)| {
+                BatchMsg::iovecs(singles.as_slice(), g, iov)
                     .iter()
                     // SAFETY: each iovec was made from a live slice of this test's arrays.
                     .flat_map(|v| unsafe {

@@ -20,7 +20,7 @@ use super::{
     recv_buf_len,
 };
 use crate::core::{Errno, Result};
-use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transmit, Transport};
+use crate::prov::efa::srd::{self, Arrival, Config, PeerKey, Status, Time, Transport};
 use crate::sys::mem::IoVec;
 use crate::sys::netif::{Iface, LinkInfo};
 use crate::sys::poll::{Epoll, EventFd, TimerFd};
@@ -970,13 +970,10 @@ impl UdpDevice {
         // Faulty network: everything goes through the injector and its delay queue.
         if self.injector.is_some() {
             while let Some(t) = self.t.poll_transmit() {
-                let (dest, bytes) = match t {
-                    Transmit::Data { peer, seq } => match self.t.datagram(peer, seq) {
-                        Some(parts) => (*self.t.peer_addr(peer), parts.concat()),
-                        None => continue,
-                    },
-                    Transmit::Ctrl { dest, bytes, len } => (dest, bytes[..len].to_vec()),
+                let Some((dest, parts)) = self.t.transmit_bytes(&t) else {
+                    continue;
                 };
+                let (dest, bytes) = (*dest, parts.concat());
                 self.inject_datagram(now, dest, &bytes);
             }
             while let Some(core::cmp::Reverse((t, _, _))) = self.delayed.peek() {
@@ -1003,14 +1000,7 @@ impl UdpDevice {
         // is: a batch's lists cost each round trip of an efa ping-pong some 130 instructions
         // (callgrind).
         if let (1, Some(t)) = (self.t.transmits().len(), self.t.transmits().next()) {
-            let item = match t {
-                Transmit::Data { peer, seq } => self
-                    .t
-                    .datagram(*peer, *seq)
-                    .map(|b| (self.t.peer_addr(*peer), b)),
-                Transmit::Ctrl { dest, bytes, len } => Some((dest, [&bytes[..*len], &[]])),
-            };
-            let sent = match item {
+            let sent = match self.t.transmit_bytes(t) {
                 Some((dest, [a, b])) if self.fragments_for(dest, a.len() + b.len()) == 1 => {
                     self.sock.send_batch(&[(dest, [a, b, &[]])])
                 }
@@ -1042,13 +1032,7 @@ impl UdpDevice {
             let mut upto = StackList::<usize, SEND_BATCH>::new();
             let mut examined = 0;
             for t in self.t.transmits() {
-                let item = match t {
-                    Transmit::Data { peer, seq } => self
-                        .t
-                        .datagram(*peer, *seq)
-                        .map(|b| (self.t.peer_addr(*peer), b)),
-                    Transmit::Ctrl { dest, bytes, len } => Some((dest, [&bytes[..*len], &[]])),
-                };
+                let item = self.t.transmit_bytes(t);
                 let count = item.map_or(1, |(dest, [a, b])| {
                     self.fragments_for(dest, a.len() + b.len())
                 });

@@ -988,6 +988,18 @@ impl<A: Copy + Eq + Hash + core::fmt::Debug> Transport<A> {
             .map(|s| [&s.datagram.bytes()[..s.len], s.tail.as_bytes()])
     }
 
+    /// Where a queued [`Transmit`] goes and its bytes, in two parts as [`Transport::datagram`]
+    /// gives them; None for a data datagram settled since it was queued.
+    #[inline]
+    pub fn transmit_bytes<'a>(&'a self, t: &'a Transmit<A>) -> Option<(&'a A, [&'a [u8]; 2])> {
+        match t {
+            Transmit::Data { peer, seq } => self
+                .datagram(*peer, *seq)
+                .map(|b| (self.peer_addr(*peer), b)),
+            Transmit::Ctrl { dest, bytes, len } => Some((dest, [&bytes[..*len], &[]])),
+        }
+    }
+
     /// Whether datagrams wait for the wire and every one may wait for the owner's next poll
     /// rather than go now: fewer than `max` of them, each a first transmission carrying no ack, and
     /// each behind an older datagram to its peer that is already on the wire (whose ack brings
