@@ -100,6 +100,13 @@ VETH_DATAGRAM = 1472
 # The veth table's rows for it: whole datagrams, and an 8-byte header apart from each payload.
 VETH_RAW = {"udp-veth": "machine: raw UDP, whole datagrams",
             "udp-veth-headed": "machine: raw UDP, a header apart from each payload"}
+# Raw UDP both ways over the pair, as fi_rma_bw's write traffic (bench/limits udp-veth-both*):
+# how each side receives the other's datagrams.
+VETH_RAW_BOTH = {
+    "udp-veth-both-whole": "machine: raw UDP both ways, no header, received straight into place",
+    "udp-veth-both": "machine: raw UDP both ways, a header per datagram, payloads copied into place",
+    "udp-veth-both-placed": "machine: raw UDP both ways, a header per datagram, placed by the kernel",
+}
 
 
 class Veth:
@@ -334,8 +341,11 @@ class Bench:
         return out.stdout.strip().splitlines()
 
     def limit_veth(self, veth, what):
-        """One run of bench/limits udp-veth or udp-veth-headed over the pair (`Veth`): raw UDP
-        from its second namespace to its first, Ethernet-sized datagrams, MB/s of payload."""
+        """One run of bench/limits over the pair (`Veth`), Ethernet-sized datagrams, MB/s of
+        payload: udp-veth or udp-veth-headed (raw UDP from its second namespace to its first),
+        or a udp-veth-both one (both ways at once, per side)."""
+        if what in VETH_RAW_BOTH:
+            return self.limit(what, VETH_DATAGRAM, *veth.ns, *veth.ip)
         return self.limit(what, VETH_DATAGRAM, veth.ns[0], veth.ns[1], veth.ip[0])
 
     def limit(self, what, arg, *more):
@@ -526,14 +536,18 @@ def main():
                 for size, v in one.items():
                     sizes.setdefault(size, []).append(v)
             results[(label, op)] = sizes
-    # Raw UDP again just before each round of one-way writes: the host's phases (all of a
-    # minute's runs at 1.8 GB/s or at 5) otherwise decide the efa row's ratio to its limit.
+    # Raw UDP again just before each round of one-way writes, from cached buffers (the
+    # target's reference) and sweeping fi_rma_bw's (the ceiling): the host's phases (all of a
+    # minute's runs at 1.8 GB/s or at 5) otherwise decide the efa row's ratio to its limits.
     got = interleaved([("udp", "limit raw UDP beside one-way writes",
-                        lambda: b.limit("udp", SRD_DATAGRAM))]
+                        lambda: b.limit("udp", SRD_DATAGRAM)),
+                       ("udp-sweep", "limit raw UDP sweeping beside one-way writes",
+                        lambda: b.limit("udp-sweep", SRD_DATAGRAM))]
                       + [(r.label, f"{r.label} one-way write 1 MiB",
                           lambda r=r: b.rma(r, "write", one_way=True)["1m"])
                          for r in live if r.label in (efa, shm, NET_REF, SHM_REF)])
     udp_beside_one_way = got.pop("udp", None)
+    sweep_beside_one_way = got.pop("udp-sweep", None)
     one_way.update(got)
     for size in LATENCY_SIZES:
         jobs = [(r.label, f"{r.label} latency {size} B", lambda r=r: b.latency(r, size))
@@ -563,10 +577,10 @@ def main():
                 for what in ("write", "tagged"):
                     jobs = [(r.label, f"{r.label} {what} 1 MiB over veth",
                              lambda r=r, w=what: b.over_veth(v, r, w)) for r in veth_rows]
-                    if what == "tagged":
-                        # One way, as tagged traffic: the ceilings of a transport over UDP.
-                        jobs += [(k, f"limit {k}", lambda k=k: b.limit_veth(v, k))
-                                 for k in VETH_RAW]
+                    # The ceilings of a transport over UDP: one way beside tagged traffic,
+                    # both ways beside writes.
+                    raw = VETH_RAW if what == "tagged" else VETH_RAW_BOTH
+                    jobs += [(k, f"limit {k}", lambda k=k: b.limit_veth(v, k)) for k in raw]
                     got = interleaved(jobs)
                     for label, vals in got.items():
                         veth[(label, what)] = vals
@@ -655,6 +669,9 @@ def main():
     if udp_beside_one_way:
         w(f"| machine: raw UDP, {SRD_DATAGRAM} B datagrams, just before each round | "
           f"{cell(udp_beside_one_way)} | — |")
+    if sweep_beside_one_way:
+        w(f"| machine: raw UDP sweeping fi_rma_bw's 64 MiB, just before each round | "
+          f"{cell(sweep_beside_one_way)} | — |")
     w("")
     w("## Latency (rdm_pingpong, as fi_rdm_pingpong: usec/xfer, half a round trip), µs; "
       "lower is better")
@@ -696,11 +713,17 @@ def main():
     w("The realistic Ethernet case: server and client in two namespaces joined by a veth pair, "
       "the same clients; ours is efa over SRD on the pair's interface, against 2.5.1's tcp on "
       "the same interface. Write is rma_bw both ways (as fi_rma_bw), tagged is rdm_tagged_bw. "
-      f"The machine rows are raw UDP one way in the same rounds (bench/limits udp-veth: "
-      f"{VETH_DATAGRAM}-byte datagrams in GSO runs, received whole by GRO, no protocol): whole "
-      "datagrams out of one buffer, and datagrams each with an 8-byte header apart from its "
-      "payload, as any transport with a header per datagram sends from the application's "
-      "memory; their tagged column is payload MB/s.")
+      f"The machine rows are raw UDP in the same rounds, {VETH_DATAGRAM}-byte datagrams in "
+      "GSO runs received whole by GRO, no protocol, payload MB/s. Beside tagged, one way "
+      "(bench/limits udp-veth): whole datagrams out of one buffer, and datagrams each with an "
+      "8-byte header apart from its payload, as any transport with a header per datagram sends "
+      "from the application's memory. Beside write, fi_rma_bw's traffic both ways "
+      "(bench/limits udp-veth-both: each side sends its 64 MiB sweep while it receives the "
+      "other's into its own, a window of 256 datagrams each way, per side): without a header, "
+      "each run received straight into place, one copy per byte on each side as a byte stream "
+      "has (a transport that may lose or reorder datagrams cannot: nothing in a datagram would "
+      "say where it belongs); and with a header per datagram, each run received into a buffer "
+      "and its payloads copied into place, or placed by the kernel (two iovecs a datagram).")
     w("")
     if veth_skip:
         w(f"({veth_skip}.)")
@@ -712,6 +735,10 @@ def main():
             rw = ratio(med(wv or []), med(veth.get((NET_REF, "write")) or []))
             rt = ratio(med(tv or []), med(veth.get((NET_REF, "tagged")) or []))
             w(f"| {r.label} | {cell(wv)} | {cell(tv)} | {rw} | {rt} |")
+        for k, label in VETH_RAW_BOTH.items():
+            if (k, "write") in veth:
+                rw = ratio(med(veth[(k, "write")]), med(veth.get((NET_REF, "write")) or []))
+                w(f"| {label} | {cell(veth[(k, 'write')])} | — | {rw} | — |")
         for k, label in VETH_RAW.items():
             if (k, "tagged") in veth:
                 rt = ratio(med(veth[(k, "tagged")]), med(veth.get((NET_REF, "tagged")) or []))
@@ -817,6 +844,11 @@ def main():
     w("")
     w("## Targets against upstream 2.5.1 (issue 27; reported, not enforced)")
     w("")
+    # Run by run, the better of the two ways a transport with a header per datagram can
+    # receive: the veth write row's ceiling.
+    headed = [max(x, y) for x, y in zip(veth.get(("udp-veth-both", "write")) or [],
+                                        veth.get(("udp-veth-both-placed", "write")) or [])]
+    veth_headed_both = med(headed)
     t_rows = [
         ("shm write 1 MiB both ways vs 2.5.1 shm", bw(shm, "write", "1m"),
          bw(SHM_REF, "write", "1m"), 1.5, ">="),
@@ -855,13 +887,22 @@ def main():
          ""),
         ("efa write 1 MiB one way vs raw UDP run just before it, run by run",
          paired(one_way.get(efa), udp_beside_one_way), 1.0, 0.9, ">="),
-        ("efa write 1 MiB one way vs raw UDP moving the same sweep (the ceiling)",
-         med(one_way.get(efa) or []), med(limits["udp-sweep"] or []), None, ""),
-        ("raw UDP: fi_rma_bw's sweep vs cached buffers", med(limits["udp-sweep"] or []),
-         med(limits["udp"] or []), None, ""),
+        ("efa write 1 MiB one way vs raw UDP moving the same sweep (the ceiling), run by run",
+         paired(one_way.get(efa), sweep_beside_one_way), 1.0, None, ""),
+        ("raw UDP: fi_rma_bw's sweep vs cached buffers, run by run (above 0.9×, the target "
+         "is within the machine's reach)", paired(sweep_beside_one_way, udp_beside_one_way),
+         1.0, None, ""),
         ("efa 8 B ping-pong vs 2.5.1 tcp, run by run", *lat8_paired(efa, NET_REF), 1.0, "<="),
         ("efa write 1 MiB both ways over veth vs 2.5.1 tcp", med(veth.get((efa, "write")) or []),
          med(veth.get((NET_REF, "write")) or []), 1.0, ">="),
+        ("efa write 1 MiB both ways over veth vs raw UDP both ways with a header per datagram "
+         "(the ceiling: the better of copied and placed)", med(veth.get((efa, "write")) or []),
+         veth_headed_both, None, ""),
+        ("that ceiling vs 2.5.1 tcp write both ways over veth", veth_headed_both,
+         med(veth.get((NET_REF, "write")) or []), None, ""),
+        ("raw UDP both ways over veth without a header vs 2.5.1 tcp write both ways",
+         med(veth.get(("udp-veth-both-whole", "write")) or []),
+         med(veth.get((NET_REF, "write")) or []), None, ""),
         ("efa tagged 1 MiB over veth vs 2.5.1 tcp", med(veth.get((efa, "tagged")) or []),
          med(veth.get((NET_REF, "tagged")) or []), 1.0, ">="),
         ("efa tagged 1 MiB over veth vs raw UDP with a header per datagram (the ceiling)",

@@ -24,6 +24,16 @@
  *   udp-veth-headed  the same with an 8-byte header apart from each datagram's payload (two
  *               iovecs a datagram): what any protocol with a header per datagram sending from
  *               the application's memory hands the kernel; payload bytes counted
+ *   udp-veth-both  fi_rma_bw's 1 MiB write traffic both ways over the veth pair: a process in
+ *               each namespace sends its 64-slot sweep to the other in GSO runs of datagrams
+ *               with an 8-byte header apart from each payload, while it receives the other's
+ *               GRO runs into a 64 KiB buffer and copies their payloads into its own 64-slot
+ *               destination; a window of 256 datagrams each way; GB/s of payload per side
+ *               (the slower one). -placed: each run received by the kernel straight into
+ *               header slots and the payloads' places (two iovecs a datagram). -whole: no
+ *               header, each run received straight into place, one copy per byte on each side
+ *               as a byte stream gets. The ceilings of a both-ways write over UDP on an
+ *               Ethernet-sized link
  *   both-cma    fi_rma_bw's write traffic with nothing else: two processes at once, each
  *               writing <bytes> at a time into the other (process_vm_writev) from slot j of a
  *               64-slot source into slot j of the other's 64-slot destination; GB/s per side
@@ -39,6 +49,8 @@
  *             | udp-both <datagram bytes> [seconds]
  *             | udp-veth|udp-veth-headed <datagram bytes> <rx netns> <tx netns> <rx address>
  *               [seconds]
+ *             | udp-veth-both[-placed|-whole] <datagram bytes> <netns a> <netns b> <address a>
+ *               <address b> [seconds]
  *             | handoff <rounds>
  * Prints one line: "<name> <bytes> <GB/s>" ("handoff <rounds> <ns per one-way handoff>").
  * Part of the fabric project.
@@ -376,6 +388,18 @@ static int bench_udp(size_t dgram, double secs, int sweep)
 	return 0;
 }
 
+/* After an empty poll of a both-ways measurement: whether the peer is gone (or a datagram was
+ * lost for good), once nothing came for 0.1 s; before the first arrival, 10 s, as the peer
+ * may still be filling its buffers on a loaded machine. `last`: when the quiet began. */
+static int peer_gone(double *last, double t0)
+{
+	if (*last == 0) {
+		*last = now();
+		return 0;
+	}
+	return now() - *last > (t0 == 0 ? 10.0 : 0.1);
+}
+
 /* udp-both: one side of fi_rma_bw's write traffic both ways over raw UDP. Sends its sweep to
  * the peer and receives the peer's into its own 64-slot destination, with a window of
  * 2 * BOTH_BATCH datagrams each way (one batch sent for each one received, as an ack-clocked
@@ -445,12 +469,7 @@ static double udp_both_side(int s, size_t dgram, double secs)
 		if (got <= 0) {
 			if (got < 0 && errno != EAGAIN && errno != EINTR)
 				return -1;
-			if (last == 0)
-				last = now();
-			else if (now() - last > (t0 == 0 ? 10.0 : 0.1)) {
-				/* The peer is gone (or a datagram was lost for good): done. Before
-				 * the first arrival the peer may still be filling its buffers, on
-				 * a loaded machine for a long while. */
+			if (peer_gone(&last, t0)) {
 				if (t0 == 0)
 					return -1;
 				break;
@@ -654,6 +673,222 @@ static int bench_udp_veth(size_t dgram, const char *ns_rx, const char *ns_tx, co
 	return 0;
 }
 
+/* udp-veth-both: fi_rma_bw's 1 MiB write traffic both ways over a veth pair in raw UDP, one
+ * process in each namespace, each sending its 64-slot sweep to the other in GSO runs of
+ * <datagram bytes> datagrams while it receives the other's GRO runs into its own 64-slot
+ * destination, VETH_BOTH_WINDOW datagrams in flight each way (one sent for each one received,
+ * as an ack-clocked protocol keeps them), polling as a library's progress does. How each side
+ * receives (`mode`):
+ *   VETH_WHOLE   datagrams without a header, each GRO run received straight into the
+ *                destination: one kernel copy per byte on each side, as a byte stream gets
+ *                (a transport that may lose or reorder datagrams cannot work so: nothing in
+ *                a datagram says where it belongs);
+ *   VETH_COPY    an 8-byte header apart from each payload (two iovecs a datagram, from the
+ *                source), each GRO run received into a 64 KiB buffer, its headers checked and
+ *                its payloads copied into the destination: a second copy of each byte;
+ *   VETH_PLACED  the same datagrams, each GRO run received by the kernel straight into
+ *                header slots and the payloads' places in the destination (two iovecs a
+ *                datagram), its headers checked after.
+ * GB/s of payload per side (the slower one). */
+#define VETH_BOTH_WINDOW 256
+#define VETH_BOTH_PORT 47999
+#define VETH_BOTH_RUN 44
+enum veth_mode { VETH_WHOLE, VETH_COPY, VETH_PLACED };
+
+static double veth_both_side(int s, size_t dgram, enum veth_mode mode, double secs)
+{
+	size_t area = (size_t)SWEEP_SLOT * SWEEP_SLOTS, hdr = mode == VETH_WHOLE ? 0 : VETH_HDR;
+	size_t pay = dgram - hdr, ts = 0, to = 0, rs = 0, ro = 0, total = 0;
+	uint64_t tseq = 0, rseq = 0, th[VETH_BOTH_RUN], rh[VETH_BOTH_RUN];
+	char *src = xalloc(area), *dst = xalloc(area);
+	static char rbuf[65536];
+	struct iovec iov[2 * VETH_BOTH_RUN];
+	double t0 = 0, t = 0, end = 0, last = 0;
+	int owed = VETH_BOTH_WINDOW;
+
+	for (;;) {
+		/* Send whole GSO runs while the window has room for one (as acks covering many
+		 * datagrams let a sender); a run ends early at a slot's short datagram. */
+		while (owed >= VETH_BOTH_RUN) {
+			size_t s0 = ts, o0 = to;
+			int k = 0, n = 0;
+
+			while (n < owed && n < VETH_BOTH_RUN) {
+				size_t at, len = sweep_next(pay, &ts, &to, &at);
+
+				if (hdr) {
+					th[n] = tseq + n;
+					iov[k++] = (struct iovec){ &th[n], hdr };
+				}
+				iov[k++] = (struct iovec){ src + at, len };
+				n++;
+				if (len < pay)
+					break;
+			}
+			struct msghdr m = { .msg_iov = iov, .msg_iovlen = k };
+
+			if (sendmsg(s, &m, MSG_DONTWAIT) < 0) {
+				if (errno != ENOBUFS && errno != EAGAIN && errno != EINTR)
+					return -1;
+				ts = s0;
+				to = o0;
+				break;
+			}
+			tseq += n;
+			owed -= n;
+		}
+		/* Receive one GRO run where the mode puts it. */
+		size_t s0 = rs, o0 = ro, at, want = 0;
+		int k = 0, n = 0;
+
+		if (mode == VETH_WHOLE) {
+			at = rs * SWEEP_SLOT + ro;
+			want = SWEEP_SLOT - ro < sizeof(rbuf) ? SWEEP_SLOT - ro : sizeof(rbuf);
+			iov[k++] = (struct iovec){ dst + at, want };
+		} else if (mode == VETH_COPY) {
+			iov[k++] = (struct iovec){ rbuf, sizeof(rbuf) };
+		} else {
+			while (n < VETH_BOTH_RUN) {
+				size_t len = sweep_next(pay, &rs, &ro, &at);
+
+				iov[k++] = (struct iovec){ &rh[n], hdr };
+				iov[k++] = (struct iovec){ dst + at, len };
+				n++;
+				if (len < pay)
+					break;
+			}
+			rs = s0;
+			ro = o0;
+		}
+		struct msghdr m = { .msg_iov = iov, .msg_iovlen = k };
+		ssize_t got = recvmsg(s, &m, MSG_DONTWAIT);
+
+		if (got <= 0) {
+			if (got < 0 && errno != EAGAIN && errno != EINTR)
+				return -1;
+			if (peer_gone(&last, t0)) {
+				if (t0 == 0)
+					return -1;
+				break;
+			}
+			continue;
+		}
+		last = 0;
+		if (m.msg_flags & MSG_TRUNC) {
+			fprintf(stderr, "udp-veth-both: a GRO run was larger than its buffer\n");
+			return -1;
+		}
+		/* Walk the run's datagrams in the order sent; anything else is a loss or a
+		 * reordering, which this measurement does not recover from. */
+		size_t left = (size_t)got, payload = 0;
+		int d = 0;
+
+		while (left > 0) {
+			size_t len = sweep_next(pay, &rs, &ro, &at), off = (size_t)got - left;
+
+			if (left < hdr + len) {
+				fprintf(stderr, "udp-veth-both: a datagram lost or reordered\n");
+				return -1;
+			}
+			if (mode == VETH_COPY) {
+				uint64_t h;
+
+				memcpy(&h, rbuf + off, sizeof(h));
+				if (h != rseq + d) {
+					fprintf(stderr, "udp-veth-both: datagram %llu where %llu was due\n",
+						(unsigned long long)h, (unsigned long long)(rseq + d));
+					return -1;
+				}
+				memcpy(dst + at, rbuf + off + hdr, len);
+			} else if (mode == VETH_PLACED && rh[d] != rseq + d) {
+				fprintf(stderr, "udp-veth-both: a datagram lost or reordered\n");
+				return -1;
+			}
+			left -= hdr + len;
+			payload += len;
+			d++;
+		}
+		rseq += d;
+		owed += d;
+		if (t0 == 0) {
+			t0 = now();
+			continue;
+		}
+		if (end == 0) {
+			total += payload;
+			if ((t = now() - t0) >= secs)
+				end = now();
+		} else if (now() - end > 0.3) {
+			break;
+		}
+	}
+	return total > 0 && t > 0 ? total / t : -1;
+}
+
+static int bench_udp_veth_both(size_t dgram, enum veth_mode mode, char *const ns[2], char *const addr[2],
+			       double secs)
+{
+	static const char *const name[] = { "udp-veth-both-whole", "udp-veth-both", "udp-veth-both-placed" };
+	struct sockaddr_in sa[2];
+	int buf = 64 << 20, on = 1, seg = (int)dgram, back[2], go[2];
+	double mine, theirs = -1;
+	char c = 0;
+	pid_t pid;
+
+	for (int i = 0; i < 2; i++) {
+		sa[i] = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons(VETH_BOTH_PORT) };
+		if (inet_pton(AF_INET, addr[i], &sa[i].sin_addr) != 1 || dgram <= VETH_HDR || dgram > 65000 / 2) {
+			fprintf(stderr, "%s: bad datagram size or address\n", name[mode]);
+			return 2;
+		}
+	}
+	if (pipe(back) || pipe(go))
+		return 1;
+	pid = fork();
+	int me = pid == 0, s;
+
+	if (enter_netns(ns[me]))
+		_exit(1);
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+	setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+	if (setsockopt(s, IPPROTO_UDP, UDP_GRO, &on, sizeof(on)) ||
+	    setsockopt(s, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof(seg)) ||
+	    bind(s, (struct sockaddr *)&sa[me], sizeof(sa[me])) ||
+	    connect(s, (struct sockaddr *)&sa[!me], sizeof(sa[!me]))) {
+		perror(name[mode]);
+		if (me)
+			_exit(1);
+		waitpid(pid, NULL, 0);
+		return 1;
+	}
+	/* Both bound before either sends: a datagram to an unbound port would be lost. */
+	if (me ? write(back[1], &c, 1) != 1 || read(go[0], &c, 1) != 1 :
+		 read(back[0], &c, 1) != 1 || write(go[1], &c, 1) != 1) {
+		fprintf(stderr, "%s: the other side did not start\n", name[mode]);
+		if (me)
+			_exit(1);
+		waitpid(pid, NULL, 0);
+		return 1;
+	}
+	mine = veth_both_side(s, dgram, mode, secs);
+	if (me) {
+		if (write(back[1], &mine, sizeof mine) != sizeof mine)
+			_exit(1);
+		_exit(0);
+	}
+	if (read(back[0], &theirs, sizeof theirs) != sizeof theirs)
+		theirs = -1;
+	waitpid(pid, NULL, 0);
+	if (mine < 0 || theirs < 0) {
+		fprintf(stderr, "%s: a side moved nothing\n", name[mode]);
+		printf("%s %zu 0\n", name[mode], dgram);
+		return 1;
+	}
+	printf("%s %zu %.3f\n", name[mode], dgram, (mine < theirs ? mine : theirs) / 1e9);
+	return 0;
+}
+
 static int bench_handoff(long rounds)
 {
 	/* Two lines, one written by each side, so that each handoff moves one line one way. */
@@ -694,7 +929,7 @@ static int bench_handoff(long rounds)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp|udp-sweep|udp-both <bytes> [seconds] | handoff <rounds> | udp-veth|udp-veth-headed <bytes> <rx netns> <tx netns> <rx address> [seconds]\n", argv[0]);
+		fprintf(stderr, "usage: %s memcpy|cma|both-cma|both-memcpy|udp|udp-sweep|udp-both <bytes> [seconds] | handoff <rounds> | udp-veth|udp-veth-headed <bytes> <rx netns> <tx netns> <rx address> [seconds] | udp-veth-both[-placed|-whole] <bytes> <netns a> <netns b> <address a> <address b> [seconds]\n", argv[0]);
 		return 2;
 	}
 	size_t n = strtoull(argv[2], NULL, 0);
@@ -722,6 +957,17 @@ int main(int argc, char **argv)
 		}
 		return bench_udp_veth(n, argv[3], argv[4], argv[5], !strcmp(argv[1], "udp-veth-headed"),
 				      argc > 6 ? atof(argv[6]) : 1.0);
+	}
+	if (!strncmp(argv[1], "udp-veth-both", 13)) {
+		enum veth_mode mode = !strcmp(argv[1], "udp-veth-both-whole") ? VETH_WHOLE :
+				      !strcmp(argv[1], "udp-veth-both-placed") ? VETH_PLACED : VETH_COPY;
+
+		if (argc < 7 || (mode == VETH_COPY && strcmp(argv[1], "udp-veth-both"))) {
+			fprintf(stderr, "usage: %s udp-veth-both[-whole|-placed] <datagram bytes> <ns a> <ns b> <address a> <address b> [seconds]\n",
+				argv[0]);
+			return 2;
+		}
+		return bench_udp_veth_both(n, mode, &argv[3], &argv[5], argc > 7 ? atof(argv[7]) : 1.0);
 	}
 	fprintf(stderr, "unknown measurement %s\n", argv[1]);
 	return 2;
