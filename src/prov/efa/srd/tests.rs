@@ -102,6 +102,18 @@ impl Sim {
         self
     }
 
+    /// Both queue pairs time out no sooner than `min_rto`.
+    fn with_min_rto(mut self, min_rto: Time) -> Sim {
+        for q in &mut self.qp {
+            let cfg = Config {
+                min_rto,
+                ..q.config().clone()
+            };
+            *q = Transport::new(cfg, self.rng.next());
+        }
+        self
+    }
+
     /// Like `send`, in a buffer with room for a piggybacked ack (as the efa devices give).
     fn send_roomy(&mut self, from: usize, wr_id: u64, payload: &[u8]) {
         let mut d = vec![0u8; DATA_HEADER];
@@ -1089,6 +1101,41 @@ fn a_descheduled_receiver_does_not_collapse_the_window() {
         sim.now / MS
     );
     assert!(st.retransmits < 6000, "{st:?}");
+}
+
+/// A receiver silent 2.5 ms of every 4 (busy sending a window of its own, or descheduled),
+/// nothing lost: a minimum RTO longer than the silences (5 ms, the UDP device's) sends nothing
+/// twice but tail-loss probes, where the default 1 ms times out in them and sends datagrams
+/// again that arrive twice.
+#[test]
+fn a_silence_shorter_than_the_minimum_rto_is_no_timeout() {
+    for (min_rto, rides_out) in [(MS, false), (5 * MS, true)] {
+        let mut sim = Sim::new(21, Faults::default()).with_min_rto(min_rto);
+        sim.latency = 20 * US;
+        sim.delay_acks = true;
+        sim.deschedule = Some((4 * MS, 3 * MS / 2));
+        for i in 0..20_000 {
+            sim.send(0, i, &payload(i));
+        }
+        sim.run_until_idle(600_000 * MS);
+        check_exactly_once(&sim, 20_000);
+        let st = sim.qp[0].stats();
+        let dups = sim.qp[1].stats().duplicates;
+        if rides_out {
+            assert_eq!(st.timeouts, 0, "min RTO {} ms: {st:?}", min_rto / MS);
+            assert_eq!(
+                st.retransmits,
+                st.probes,
+                "min RTO {} ms: {st:?}",
+                min_rto / MS
+            );
+        } else {
+            assert!(
+                st.timeouts > 0 && dups > st.probes,
+                "min RTO 1 ms: {st:?}, {dups} duplicates"
+            );
+        }
+    }
 }
 
 /// Requests one at a time (a CTS, a handshake: one datagram, then silence until it is
