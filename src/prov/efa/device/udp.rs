@@ -43,8 +43,8 @@ const WINDOW_BYTES: usize = 1 << 20;
 /// 1 ms by default). Processes late to answer (busy sending their own window, or on a vCPU
 /// the host took away) went silent for longer than that: at 1 ms, 1 MiB writes both ways
 /// over a veth pair timed out 3–19 times per 400 MiB, nearly all undone (the acks came,
-/// late), and 0.4–2.2 % of the datagrams arrived twice. At 5 ms: no timeout in 10 runs of 11,
-/// and at most 0.02 % arrived twice. Losses are found by acks and the tail-loss probe (two
+/// late), and 0.4–2.2 % of the datagrams arrived twice. At 5 ms: no timeout in 8 runs of 9,
+/// and at most 0.03 % arrived twice. Losses are found by acks and the tail-loss probe (two
 /// round trips), not by this timer, which only bounds a silence.
 const MIN_RTO: Time = 5 * srd::MS;
 
