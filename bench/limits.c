@@ -390,7 +390,8 @@ static int bench_udp(size_t dgram, double secs, int sweep)
 
 /* After an empty poll of a both-ways measurement: whether the peer is gone (or a datagram was
  * lost for good), once nothing came for 0.1 s; before the first arrival, 10 s, as the peer
- * may still be filling its buffers on a loaded machine. `last`: when the quiet began. */
+ * may still be filling its buffers on a loaded machine. `last`: when the quiet began. A side
+ * that ends before its first arrival has counted nothing, and its figure is then -1. */
 static int peer_gone(double *last, double t0)
 {
 	if (*last == 0) {
@@ -469,11 +470,8 @@ static double udp_both_side(int s, size_t dgram, double secs)
 		if (got <= 0) {
 			if (got < 0 && errno != EAGAIN && errno != EINTR)
 				return -1;
-			if (peer_gone(&last, t0)) {
-				if (t0 == 0)
-					return -1;
+			if (peer_gone(&last, t0))
 				break;
-			}
 			continue;
 		}
 		last = 0;
@@ -496,7 +494,7 @@ static double udp_both_side(int s, size_t dgram, double secs)
 			break;
 		}
 	}
-	/* Nothing counted (the peer went quiet right after the first arrival): no figure. */
+	/* Nothing counted (the peer went quiet before its first arrival or right after): no figure. */
 	return total > 0 && t > 0 ? total / t : -1;
 }
 
@@ -767,11 +765,8 @@ static double veth_both_side(int s, size_t dgram, enum veth_mode mode, double se
 		if (got <= 0) {
 			if (got < 0 && errno != EAGAIN && errno != EINTR)
 				return -1;
-			if (peer_gone(&last, t0)) {
-				if (t0 == 0)
-					return -1;
+			if (peer_gone(&last, t0))
 				break;
-			}
 			continue;
 		}
 		last = 0;
