@@ -140,3 +140,81 @@ fn an_inject_through_shm_is_held_to_our_inject_size() {
     );
     assert_eq!(data_sent(), 0, "the writes went through shm");
 }
+
+/// A program whose local peers all go through shm never sees the ack timer's thread run once
+/// its device is quiet and watched (`rdm::ack_timer`: ticking every 10 ms it preempted a
+/// busy-polling ping-pong through shm some 200 times a second per process). The device is
+/// still attended to as a NIC would be: with its process making no call at all, a message from
+/// a peer that must use the device reaches the posted receive and the peer's send completes
+/// (the watcher wakes the thread: `ack_timer::service_needed`). In a process of its own, so
+/// that no other test's endpoint keeps the thread ticking.
+#[test]
+fn the_ack_timer_stays_parked_for_a_quiet_device_and_wakes_for_an_arrival() {
+    const TEST: &str = "the_ack_timer_stays_parked_for_a_quiet_device_and_wakes_for_an_arrival";
+    if role().as_deref() == Some("quiet") {
+        let b = lo_node(CAPS, |_| ());
+        child_say(&b.name_hex());
+        // A first message while b polls: the peers know each other.
+        let (d0, dv0) = buf(64);
+        b.ep.recv(&msg(&[dv0], FI_ADDR_UNSPEC, 0, 80, 0), false)
+            .unwrap();
+        let r = b.wait(10).expect("the first message");
+        assert_eq!((r.op_context, r.len), (80, 64));
+        assert!(d0 == &pattern(64, 50)[..]);
+        let (d, dv) = buf(64);
+        b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 82, 0), false)
+            .unwrap();
+        // b polls as a program waiting on shm does, until its device is quiet and watched and
+        // the thread has stopped: no round of it in 50 ms of polling.
+        let quiet = || {
+            b.ep.as_any()
+                .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+                .expect("an efa RDM endpoint")
+                .device_quiet_state()
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let before = RdmEndpoint::ack_timer_rounds();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_millis(50) {
+                b.cq.progress();
+            }
+            if quiet() == (true, true) && RdmEndpoint::ack_timer_rounds() == before {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the ack timer's thread still runs for a quiet, watched device ({:?}, {} rounds)",
+                quiet(),
+                RdmEndpoint::ack_timer_rounds() - before
+            );
+        }
+        child_say("quiet");
+        // No call of ours until c's send has completed.
+        assert_eq!(child_line(), "sent");
+        let r = b.wait(10).expect("the second message");
+        assert_eq!((r.op_context, r.len), (82, 64));
+        assert!(d == &pattern(64, 51)[..], "the message intact");
+        child_say("done");
+        return;
+    }
+    let mut b = Peer::spawn(TEST, "quiet", &[]);
+    let c = lo_node(CAPS, |ep| {
+        ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+            .unwrap()
+    });
+    let cb = c.insert_hex(&b.line());
+    for (ctx, seed) in [(81, 50u8), (83, 51)] {
+        if ctx == 83 {
+            assert_eq!(b.line(), "quiet");
+        }
+        let (s, sv) = buf(64);
+        s.copy_from_slice(&pattern(64, seed));
+        c.ep.send(&msg(&[sv], cb, 0, ctx, 0), false).unwrap();
+        let done = c.wait(10).expect("c's send completes");
+        assert_eq!(done.op_context, ctx);
+    }
+    b.send_line("sent");
+    assert_eq!(b.line(), "done");
+    assert!(b.wait());
+}

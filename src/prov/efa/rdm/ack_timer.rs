@@ -17,9 +17,13 @@
 //! `ep::UNATTENDED` is serviced (`Device::service`: arrivals acknowledged into the posted
 //! buffers or refused with RNR, retransmissions sent). An application busy elsewhere for
 //! seconds is then neither given up by its peers as unreachable nor flooded past its buffers
-//! (fabtests' `fi_efa_rnr_read_cq_error` expects the RNR a NIC would send).
+//! (fabtests' `fi_efa_rnr_read_cq_error` expects the RNR a NIC would send). A device that is
+//! quiet and watched (`quiet`: local peers through shm, nothing pending) needs no tick: its
+//! watcher wakes this thread when it turns readable, and the endpoint does when it leaves
+//! quiet (`service_needed`). With every device so, the thread parks for good: a program
+//! whose peers all go through shm never sees it run.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -44,13 +48,21 @@ struct Entry {
 
 struct AckTimer {
     eps: Mutex<Vec<Entry>>,
-    parked: AtomicBool,
+    /// `AWAKE`, `PARKED` (until the next service tick) or `PARKED_FOR_GOOD`.
+    parked: AtomicU8,
     thread: OnceLock<Thread>,
 }
 
+/// The thread runs, or is about to look again.
+const AWAKE: u8 = 0;
+/// Parked until the next service tick at the latest.
+const PARKED: u8 = 1;
+/// Parked with no tick to keep: only `kept`, `service_needed` or `register` wake it.
+const PARKED_FOR_GOOD: u8 = 2;
+
 static TIMER: LazyLock<AckTimer> = LazyLock::new(|| AckTimer {
     eps: Mutex::new(Vec::new()),
-    parked: AtomicBool::new(false),
+    parked: AtomicU8::new(AWAKE),
     thread: OnceLock::new(),
 });
 
@@ -74,8 +86,26 @@ pub(super) fn register(kept: Arc<AtomicBool>, ep: Weak<RdmEndpoint>) {
             Err(_) => std::thread::current(),
         }
     });
-    // It may be parked for good (no endpoint was open): this one is to be serviced.
+    // It may be parked for good (no endpoint needed it): this one is to be serviced.
     if RUNNING.load(Ordering::Acquire)
+        && let Some(th) = t.thread.get()
+    {
+        th.unpark();
+    }
+}
+
+/// An endpoint's device needs the service tick again (it left quiet, or its watcher saw it
+/// readable: `RdmEndpoint::needs_service`): a thread parked for good ticks again. The
+/// caller changed what `needs_service` reads first; the fence orders that before this look
+/// at `parked`, as the thread orders its store of `parked` before its look at the endpoints
+/// (either the thread sees the change, or this sees it parked).
+pub(super) fn service_needed() {
+    let t = &*TIMER;
+    core::sync::atomic::fence(Ordering::SeqCst);
+    if t.parked.load(Ordering::SeqCst) == PARKED_FOR_GOOD
+        && t.parked
+            .compare_exchange(PARKED_FOR_GOOD, PARKED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
         && let Some(th) = t.thread.get()
     {
         th.unpark();
@@ -93,6 +123,15 @@ pub(super) fn keeping_allowed() -> bool {
 /// Times an endpoint woke the parked thread (`kept`), in this process.
 static WAKES: AtomicU64 = AtomicU64::new(0);
 
+/// Rounds of the thread's loop, in this process: each is a wake from a sleep or a park.
+static ROUNDS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times the thread has woken so far (tests: it must not while every device is quiet
+/// and watched).
+pub(super) fn rounds() -> u64 {
+    ROUNDS.load(Ordering::Relaxed)
+}
+
 /// How many times endpoints of this process have woken the ack timer's thread from its park:
 /// a system call on the application's path each time, so at most one per `IDLE_TICKS` ticks
 /// (logged when an endpoint closes).
@@ -105,8 +144,8 @@ pub(super) fn wakes() -> u64 {
 /// the thread, about to park, sees the flag.)
 pub(super) fn kept() {
     let t = &*TIMER;
-    if t.parked.load(Ordering::SeqCst)
-        && t.parked.swap(false, Ordering::SeqCst)
+    if t.parked.load(Ordering::SeqCst) != AWAKE
+        && t.parked.swap(AWAKE, Ordering::SeqCst) != AWAKE
         && let Some(th) = t.thread.get()
     {
         WAKES.fetch_add(1, Ordering::Relaxed);
@@ -120,43 +159,64 @@ fn any_kept(t: &AckTimer) -> bool {
 }
 
 /// Services the devices of endpoints the application has left alone; whether any endpoint
-/// is open.
+/// needs the service tick.
 fn service(t: &AckTimer) -> bool {
     let eps: Vec<_> = {
         let mut eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
         eps.retain(|e| e.ep.strong_count() > 0);
         eps.iter().filter_map(|e| e.ep.upgrade()).collect()
     };
-    for ep in &eps {
+    let mut ticking = false;
+    for ep in eps.iter().filter(|ep| ep.needs_service()) {
+        ticking = true;
         ep.service_unattended();
     }
-    !eps.is_empty()
+    ticking
+}
+
+/// Whether any endpoint needs the service tick (`RdmEndpoint::needs_service`), asked again
+/// just before the thread parks for good.
+fn any_needs_service(t: &AckTimer) -> bool {
+    let eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
+    eps.iter()
+        .any(|e| e.ep.upgrade().is_some_and(|ep| ep.needs_service()))
 }
 
 fn run() {
     let t = &*TIMER;
     let mut idle = 0u32;
-    let mut open = true;
+    let mut ticking = true;
     let mut last_service = Instant::now();
     loop {
-        // Woken from its park by an endpoint that kept an ack back (`kept` clears `parked`
-        // before it unparks).
+        // Woken from its park by an endpoint that kept an ack back (`kept` sets `parked`
+        // to `AWAKE` before it unparks).
         let mut woken = false;
         if idle < IDLE_TICKS {
             std::thread::sleep(TICK);
         } else {
-            t.parked.store(true, Ordering::SeqCst);
+            t.parked.store(PARKED, Ordering::SeqCst);
             if !any_kept(t) {
-                // (Either may return early: the loop looks again.) With endpoints open the
-                // park ends in time for the next service tick.
-                if open {
+                // (Either may return early: the loop looks again.) While a device needs the
+                // service tick the park ends in time for it. Otherwise the thread parks for
+                // good, once it has said so and then found no device needing it
+                // (`service_needed` does the converse).
+                if ticking {
                     std::thread::park_timeout(SERVICE_TICK);
-                } else {
-                    std::thread::park();
+                } else if t
+                    .parked
+                    .compare_exchange(PARKED, PARKED_FOR_GOOD, Ordering::SeqCst, Ordering::SeqCst)
+                    .is_ok()
+                {
+                    if any_needs_service(t) {
+                        ticking = true;
+                    } else {
+                        std::thread::park();
+                    }
                 }
             }
-            woken = !t.parked.swap(false, Ordering::SeqCst);
+            woken = t.parked.swap(AWAKE, Ordering::SeqCst) == AWAKE;
         }
+        ROUNDS.fetch_add(1, Ordering::Relaxed);
         let mut any = false;
         {
             let mut eps = t.eps.lock().unwrap_or_else(|e| e.into_inner());
@@ -169,7 +229,7 @@ fn run() {
             }
         }
         if last_service.elapsed() >= SERVICE_TICK {
-            open = service(t);
+            ticking = service(t);
             last_service = Instant::now();
         }
         // A wake starts `IDLE_TICKS` ticks awake even if the endpoint's next call has

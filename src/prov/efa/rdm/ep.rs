@@ -413,6 +413,13 @@ impl Drop for Locked<'_> {
         }
         g.was_quiet = quiet;
         g.quiet.publish(quiet, g.watching);
+        // Leaving quiet: the ack timer, which may have parked for good while every device
+        // was quiet and watched, ticks again for this one.
+        let unserviced = quiet && g.watching;
+        if g.unserviced && !unserviced {
+            super::ack_timer::service_needed();
+        }
+        g.unserviced = unserviced;
         // A call that only posted may leave small sends for the next poll (`flush_posted`);
         // one that polled puts everything on the wire.
         let held = if core::mem::take(&mut g.polled) {
@@ -519,6 +526,9 @@ pub(super) struct Inner {
     pub was_quiet: bool,
     /// The watcher watches the device (until it reports it readable).
     pub watching: bool,
+    /// Quiet and watched as of the last release of the lock: the ack timer's service tick
+    /// leaves the device alone (`Quiet::needs_no_service`).
+    pub unserviced: bool,
 }
 
 pub struct RdmEndpoint {
@@ -680,6 +690,7 @@ impl RdmEndpoint {
                 quiet,
                 was_quiet: false,
                 watching: false,
+                unserviced: false,
             }),
         })
     }
@@ -711,6 +722,16 @@ impl RdmEndpoint {
     /// The ack timer's slow tick: a device the application has not polled for
     /// `UNATTENDED` is serviced as a NIC would be (`Device::service`): arrivals acknowledged
     /// into posted buffers or refused with RNR, retransmissions sent.
+    /// Whether the ack timer's slow tick has anything to watch for here: not for an
+    /// endpoint closed or not yet enabled, nor for one whose device is quiet and watched
+    /// (anything it must attend to wakes the watcher first: `Quiet::needs_no_service`). A
+    /// program whose peers all go through shm then sees none of our threads run: ticking,
+    /// the thread preempted its busy-polling ping-pong some 200 times a second per
+    /// process.
+    pub(super) fn needs_service(&self) -> bool {
+        self.live.load(Ordering::SeqCst) && !self.quiet.needs_no_service()
+    }
+
     pub(super) fn service_unattended(&self) {
         let Some(mut g) = self.try_inner() else {
             return;
@@ -722,6 +743,13 @@ impl RdmEndpoint {
             g.dev.service();
             g.acks_kept.store(false, Ordering::Relaxed);
         }
+    }
+
+    /// Rounds of the ack timer's thread in this process so far (`ack_timer::rounds`): tests
+    /// check that it stays parked while every device is quiet and watched.
+    #[doc(hidden)]
+    pub fn ack_timer_rounds() -> u64 {
+        super::ack_timer::rounds()
     }
 
     /// Uses at most this of the device's RDMA (before `fi_enable`): tests model a device

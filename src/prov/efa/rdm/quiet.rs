@@ -84,6 +84,18 @@ impl Quiet {
         self.quiet.store(quiet, Ordering::Release);
     }
 
+    /// Whether the device needs nothing from the ack timer's service tick
+    /// (`ack_timer`): it is quiet and watched, so whatever it must attend to (an arrival, a
+    /// timer of its own, armed on its fd when it went quiet) makes the watcher raise `input`
+    /// first, and the watcher then wakes the ack timer (`ack_timer::service_needed`).
+    /// Sequentially consistent loads: the ack timer parks for good on this answer
+    /// (`ack_timer::run`).
+    pub(super) fn needs_no_service(&self) -> bool {
+        self.quiet.load(Ordering::SeqCst)
+            && self.watched.load(Ordering::SeqCst)
+            && !self.input.load(Ordering::SeqCst)
+    }
+
     /// Whether the watcher saw the device readable; clears it (the caller looks at the device
     /// now, and its watch has ended: the device must be watched again).
     pub(super) fn take_input(&self) -> bool {
@@ -161,7 +173,10 @@ impl Watcher {
             let eps = self.eps();
             for t in &tokens[..n] {
                 if let Some(q) = eps.get(t).and_then(Weak::upgrade) {
-                    q.input.store(true, Ordering::Release);
+                    q.input.store(true, Ordering::SeqCst);
+                    // The application may not look for a while: the ack timer services the
+                    // device then, as it does any device left unattended.
+                    super::ack_timer::service_needed();
                 }
             }
         }
