@@ -719,9 +719,6 @@ impl RdmEndpoint {
         }
     }
 
-    /// The ack timer's slow tick: a device the application has not polled for
-    /// `UNATTENDED` is serviced as a NIC would be (`Device::service`): arrivals acknowledged
-    /// into posted buffers or refused with RNR, retransmissions sent.
     /// Whether the ack timer's slow tick has anything to watch for here: not for an
     /// endpoint closed or not yet enabled, nor for one whose device is quiet and watched
     /// (anything it must attend to wakes the watcher first: `Quiet::needs_no_service`). A
@@ -732,6 +729,9 @@ impl RdmEndpoint {
         self.live.load(Ordering::SeqCst) && !self.quiet.needs_no_service()
     }
 
+    /// The ack timer's slow tick: a device the application has not polled for
+    /// `UNATTENDED` is serviced as a NIC would be (`Device::service`): arrivals acknowledged
+    /// into posted buffers or refused with RNR, retransmissions sent.
     pub(super) fn service_unattended(&self) {
         let Some(mut g) = self.try_inner() else {
             return;
