@@ -307,23 +307,36 @@ pub fn scatter(iov: &[IoVec], mut off: usize, src: &[u8]) -> usize {
     done
 }
 
-/// Asks the core for the cache lines of `v` (its first and last byte's), ahead of a use: a
-/// hint that reads nothing and never faults.
+/// Asks the core for the cache line at `p`, with intent to write (`write`) or not. Only a
+/// hint: nothing is read or written, any address is allowed, and a wrong guess costs a line
+/// transfer. The write hint becomes a plain `prefetcht0` unless the crate is built for
+/// PREFETCHW (the default x86_64 target is not).
 #[inline(always)]
-pub fn prefetch<V>(v: &V) {
+pub fn prefetch_addr(p: *const u8, write: bool) {
     #[cfg(target_arch = "x86_64")]
     {
-        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let p = (v as *const V).cast::<i8>();
-        // SAFETY: a prefetch reads nothing, writes nothing and never faults (SSE, part of
-        // x86_64); both addresses lie inside `v` all the same.
+        use core::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
+        let p = p.cast::<i8>();
+        // SAFETY: a prefetch dereferences nothing and never faults, whatever the address
+        // (SSE, part of x86_64).
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(p);
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(core::mem::size_of::<V>().max(1) - 1));
+            if write {
+                _mm_prefetch::<_MM_HINT_ET0>(p);
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(p);
+            }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = v;
+    let _ = (p, write);
+}
+
+/// Asks the core for the cache lines of `v` (its first and last byte's), ahead of a read.
+#[inline(always)]
+pub fn prefetch<V>(v: &V) {
+    let p = (v as *const V).cast::<u8>();
+    prefetch_addr(p, false);
+    prefetch_addr(p.wrapping_add(core::mem::size_of::<V>().max(1) - 1), false);
 }
 
 /// [`scatter`] of `parts`, one after the other, as if they were one slice: the list is walked
