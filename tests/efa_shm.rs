@@ -218,3 +218,67 @@ fn the_ack_timer_stays_parked_for_a_quiet_device_and_wakes_for_an_arrival() {
     assert_eq!(b.line(), "done");
     assert!(b.wait());
 }
+
+/// While the applications keep calling, the ack timer's thread does not run (`rdm::ack_timer`):
+/// each call pushes its endpoint's timer back, and the thread runs only when an application
+/// stops calling (`acks_leave_even_when_the_receiver_stops_calling` and the others after it
+/// check that it still does). A ping-pong over the device keeps an ack back at nearly every
+/// call, for the answer to carry: ticking every 2 ms while anything was kept back, the thread
+/// ran some 500 times a second, each time preempting a busy-polling process. In a process of
+/// its own, so that no other test's endpoint fires its timer.
+#[test]
+fn the_ack_timer_does_not_run_while_the_applications_keep_calling() {
+    const TEST: &str = "the_ack_timer_does_not_run_while_the_applications_keep_calling";
+    if role().as_deref() == Some("pingpong") {
+        let no_shm = |ep: &dyn fabric::util::Endpoint| {
+            ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+                .unwrap()
+        };
+        let (a, b) = (lo_node(CAPS, no_shm), lo_node(CAPS, no_shm));
+        let ab = a.insert_hex(&b.name_hex());
+        let ba = b.insert_hex(&a.name_hex());
+        let (_, sv) = buf(8);
+        let (_, dv) = buf(8);
+        let hop = |from: &Node, to: &Node, addr: u64| {
+            to.ep
+                .recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 1, 0), false)
+                .unwrap();
+            from.ep.send(&msg(&[sv], addr, 0, 2, 0), false).unwrap();
+            assert_eq!(wait_ok(to, from).op_context, 1);
+            assert_eq!(wait_ok(from, to).op_context, 2);
+        };
+        // Round trips for `ms`; how many, and how many times the thread may have run because
+        // this process was not running (a gap of half a tick or more between round trips may
+        // let each endpoint's timer fire, and again every tick while it lasts).
+        let ping_pong = |ms: u64| {
+            let (start, mut last) = (Instant::now(), Instant::now());
+            let (mut rounds, mut excused) = (0u64, 0u64);
+            while start.elapsed() < Duration::from_millis(ms) {
+                hop(&a, &b, ab);
+                hop(&b, &a, ba);
+                rounds += 1;
+                let gap = last.elapsed();
+                if gap >= Duration::from_millis(1) {
+                    excused += 2 * (1 + gap.as_millis() as u64 / 2);
+                }
+                last = Instant::now();
+            }
+            (rounds, excused)
+        };
+        ping_pong(50);
+        let before = RdmEndpoint::ack_timer_rounds();
+        let (rounds, excused) = ping_pong(300);
+        let ran = RdmEndpoint::ack_timer_rounds() - before;
+        assert!(rounds > 100, "{rounds} round trips in 300 ms");
+        assert!(
+            ran <= excused + 2,
+            "the ack timer's thread ran {ran} times in 300 ms of ping-pong ({rounds} round \
+             trips, {excused} runs excused by gaps of this process)"
+        );
+        child_say("done");
+        return;
+    }
+    let mut p = Peer::spawn(TEST, "pingpong", &[]);
+    assert_eq!(p.line(), "done");
+    assert!(p.wait());
+}

@@ -77,9 +77,15 @@ impl Epoll {
 
     /// Adds `fd` for readability; adding twice is not an error.
     pub fn add(&self, fd: RawFd) -> Result<()> {
+        self.add_token(fd, fd as u64)
+    }
+
+    /// Adds `fd` for readability, reported with `token` (`wait_tokens`); adding twice is not
+    /// an error.
+    pub fn add_token(&self, fd: RawFd, token: u64) -> Result<()> {
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
-            u64: fd as u64,
+            u64: token,
         };
         // SAFETY: `ev` is a valid epoll_event for the duration of the call.
         let r = unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) };
@@ -185,6 +191,26 @@ mod tests {
         p.watch_once(e.raw(), 79).unwrap();
         assert_eq!(p.wait_tokens(&mut out, 0), 0);
     }
+
+    #[test]
+    fn a_timer_set_again_forgets_its_past_expiry() {
+        let t = TimerFd::new().unwrap();
+        let p = Epoll::new().unwrap();
+        p.add_token(t.raw(), 5).unwrap();
+        let mut out = [0u64; 4];
+        assert_eq!(p.wait_tokens(&mut out, 0), 0, "not armed");
+        t.arm(0);
+        assert_eq!(p.wait_tokens(&mut out, 1000), 1, "due at once");
+        assert_eq!(out[0], 5);
+        // Set again before its expiry was read: the expiry is gone, the new deadline stands.
+        t.arm(60_000_000_000);
+        assert_eq!(p.wait_tokens(&mut out, 0), 0);
+        assert!(!t.drain());
+        t.arm(1);
+        assert_eq!(p.wait_tokens(&mut out, 1000), 1);
+        assert!(t.drain());
+        assert_eq!(p.wait_tokens(&mut out, 0), 0, "read");
+    }
 }
 
 /// A timerfd (timerfd_create(2)): readable once its deadline passes.
@@ -234,6 +260,32 @@ impl TimerFd {
             libc::read(self.0.as_raw_fd(), (&mut buf as *mut u64).cast(), 8);
             libc::timerfd_settime(self.0.as_raw_fd(), 0, &v, core::ptr::null_mut());
         }
+    }
+
+    /// Due `ns` nanoseconds from now (0 counts as 1: due at once), in one system call: setting
+    /// a timer discards an expiry not yet read (timerfd_settime(2) restarts its count).
+    pub fn arm(&self, ns: u64) {
+        let ns = ns.max(1);
+        let v = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: (ns / 1_000_000_000) as i64,
+                tv_nsec: (ns % 1_000_000_000) as i64,
+            },
+        };
+        // SAFETY: sets our own timerfd from a valid itimerspec; no old value is asked for.
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &v, core::ptr::null_mut()) };
+    }
+
+    /// Reads an expiry (the fd is no longer readable until the next); whether there was one.
+    pub fn drain(&self) -> bool {
+        let mut buf = 0u64;
+        // SAFETY: reads at most 8 bytes into a u64 from our own nonblocking timerfd.
+        let r = unsafe { libc::read(self.0.as_raw_fd(), (&mut buf as *mut u64).cast(), 8) };
+        r == 8
     }
 
     pub fn raw(&self) -> RawFd {

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+use super::ack_timer::{self, EndpointTimer};
 use super::local::ShmRoutes;
 use super::peer::Peer;
 use super::pkt::RmaIov;
@@ -396,8 +397,9 @@ impl core::ops::DerefMut for Locked<'_> {
 }
 
 impl Drop for Locked<'_> {
-    /// Every call ends with a flush. Acks the device keeps back are the ack timer's to flush
-    /// if the application makes no further call (`ack_timer`).
+    /// Every call ends with a flush. What the device keeps back is the ack timer's to send if
+    /// the application makes no further call, and its timer is pushed back while it calls
+    /// (`ack_timer`).
     fn drop(&mut self) {
         let g = &mut *self.0;
         // Published before the mutex is released: updates are ordered as the lock orders them.
@@ -413,29 +415,37 @@ impl Drop for Locked<'_> {
         }
         g.was_quiet = quiet;
         g.quiet.publish(quiet, g.watching);
-        // Leaving quiet: the ack timer, which may have parked for good while every device
-        // was quiet and watched, ticks again for this one.
         let unserviced = quiet && g.watching;
-        if g.unserviced && !unserviced {
-            super::ack_timer::service_needed();
-        }
+        let left_quiet = g.unserviced && !unserviced;
         g.unserviced = unserviced;
         // A call that only posted may leave small sends for the next poll (`flush_posted`);
         // one that polled puts everything on the wire.
-        let held = if core::mem::take(&mut g.polled) {
+        let polled = core::mem::take(&mut g.polled);
+        let held = if polled {
             g.dev.flush()
         } else {
             g.dev.flush_posted()
         };
-        if held {
-            if !super::ack_timer::keeping_allowed() {
+        let Some(timer) = &g.ack_timer else {
+            // Nothing would send it later.
+            if held {
                 g.dev.flush_all();
-            } else if !g.acks_kept.load(Ordering::Relaxed) {
-                g.acks_kept.store(true, Ordering::SeqCst);
-                super::ack_timer::kept();
             }
-        } else if g.acks_kept.load(Ordering::Relaxed) {
-            g.acks_kept.store(false, Ordering::Relaxed);
+            return;
+        };
+        // The timer must be due within `TICK` of this call if anything is kept back, and a
+        // device attended to by the ack timer (not quiet and watched) must have it pending.
+        // The clock as this call's poll read it (older if it only posted: the timer is then
+        // set a little early, at worst); a poll pushes the timer back once it is due within
+        // half a tick: a system call a millisecond at most while the application calls, and
+        // the thread never runs.
+        let (t, tick) = (g.dev_polled, ack_timer::TICK.as_nanos() as u64);
+        if left_quiet
+            || (held && g.timer_due > t.saturating_add(tick))
+            || (polled && !unserviced && t.saturating_add(tick / 2) > g.timer_due)
+        {
+            timer.arm(ack_timer::TICK);
+            g.timer_due = t.saturating_add(tick);
         }
     }
 }
@@ -453,8 +463,12 @@ pub(super) struct Inner {
     /// Reads, writes (`Owner::Tx`) and long reads (`Owner::Rx`) with device work requests
     /// still to post (the send queue was full).
     pub rdma_waiting: VecDeque<Owner>,
-    /// The device kept acks back at the end of the last call (see `ack_timer`).
-    acks_kept: Arc<AtomicBool>,
+    /// The ack timer's timer for this endpoint (`ack_timer::register`, when enabled); without
+    /// it nothing is kept back.
+    ack_timer: Option<Arc<EndpointTimer>>,
+    /// When that timer is due at the latest, in `sys::os::monotonic_ns` (`u64::MAX`: not set,
+    /// as the thread leaves it for a closed or quiet, watched endpoint).
+    timer_due: u64,
     pub mtu: usize,
     /// What a peer whose handshake names no size receives (`Device::plain_mtu`).
     pub plain_pkt: usize,
@@ -645,7 +659,8 @@ impl RdmEndpoint {
                 rdma,
                 rdma_target,
                 rdma_waiting: VecDeque::new(),
-                acks_kept: Arc::new(AtomicBool::new(false)),
+                ack_timer: None,
+                timer_due: u64::MAX,
                 mtu,
                 plain_pkt,
                 knobs,
@@ -699,14 +714,39 @@ impl RdmEndpoint {
         Locked(self.inner.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
-    /// The ack timer's tick: sends the acks the device still keeps back, unless the
-    /// application is inside the library (its call ends with a flush).
-    pub(super) fn flush_kept_acks(&self) {
+    /// The endpoint's timer fired (`ack_timer`): its application has made no call for a
+    /// while, or its quiet device turned readable. Sends what the device still keeps back;
+    /// services a device left alone for `UNATTENDED` as a NIC would be (`Device::service`:
+    /// arrivals acknowledged into posted buffers or refused with RNR, retransmissions sent);
+    /// and sets the timer again while the endpoint needs it.
+    pub(super) fn on_ack_timer(&self, timer: &EndpointTimer) {
         let Some(mut g) = self.try_inner() else {
+            // The application is inside: its call ends with a flush and sets the timer, unless
+            // it only posts. Look again in a tick.
+            timer.arm(ack_timer::TICK);
             return;
         };
+        let g = &mut *g;
+        if !g.enabled {
+            g.timer_due = u64::MAX;
+            return;
+        }
         g.dev.flush_all();
-        g.acks_kept.store(false, Ordering::Relaxed);
+        if !self.needs_service() {
+            // Quiet and watched: the watcher, or the call that ends quiet, sets it again.
+            g.timer_due = u64::MAX;
+            return;
+        }
+        let now = crate::sys::os::monotonic_ns();
+        let idle = Duration::from_nanos(now.saturating_sub(g.dev_polled));
+        let after = if idle >= UNATTENDED {
+            g.dev.service();
+            ack_timer::SERVICE_TICK
+        } else {
+            UNATTENDED - idle
+        };
+        timer.arm(after);
+        g.timer_due = now.saturating_add(after.as_nanos() as u64);
     }
 
     /// The endpoint's state unless the application holds it (then its call ends with a
@@ -719,34 +759,18 @@ impl RdmEndpoint {
         }
     }
 
-    /// Whether the ack timer's slow tick has anything to watch for here: not for an
-    /// endpoint closed or not yet enabled, nor for one whose device is quiet and watched
-    /// (anything it must attend to wakes the watcher first: `Quiet::needs_no_service`). A
-    /// program whose peers all go through shm then sees none of our threads run: ticking,
-    /// the thread preempted its busy-polling ping-pong some 200 times a second per
-    /// process.
-    pub(super) fn needs_service(&self) -> bool {
+    /// Whether the ack timer has anything to watch for here: not for an endpoint closed or
+    /// not yet enabled, nor for one whose device is quiet and watched (anything it must
+    /// attend to wakes the watcher first: `Quiet::needs_no_service`). A program whose peers
+    /// all go through shm then sees none of our threads run: ticking, the thread preempted
+    /// its busy-polling ping-pong some 200 times a second per process.
+    fn needs_service(&self) -> bool {
         self.live.load(Ordering::SeqCst) && !self.quiet.needs_no_service()
     }
 
-    /// The ack timer's slow tick: a device the application has not polled for
-    /// `UNATTENDED` is serviced as a NIC would be (`Device::service`): arrivals acknowledged
-    /// into posted buffers or refused with RNR, retransmissions sent.
-    pub(super) fn service_unattended(&self) {
-        let Some(mut g) = self.try_inner() else {
-            return;
-        };
-        if g.enabled
-            && crate::sys::os::monotonic_ns().saturating_sub(g.dev_polled)
-                >= UNATTENDED.as_nanos() as u64
-        {
-            g.dev.service();
-            g.acks_kept.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// Rounds of the ack timer's thread in this process so far (`ack_timer::rounds`): tests
-    /// check that it stays parked while every device is quiet and watched.
+    /// Times the ack timer's thread has run in this process so far (`ack_timer::rounds`):
+    /// tests check that it does not while applications keep calling, nor for a device that
+    /// is quiet and watched.
     #[doc(hidden)]
     pub fn ack_timer_rounds() -> u64 {
         super::ack_timer::rounds()
@@ -894,7 +918,10 @@ impl Endpoint for RdmEndpoint {
             let _ = self.bound_av.set(av.clone());
         }
         self.live.store(true, Ordering::Release);
-        super::ack_timer::register(g.acks_kept.clone(), self.me.clone());
+        if g.ack_timer.is_none() {
+            g.ack_timer = ack_timer::register(g.quiet.token(), self.me.clone());
+            g.timer_due = 0;
+        }
         self.progress_locked(&mut g);
         Ok(())
     }
@@ -977,6 +1004,9 @@ impl Endpoint for RdmEndpoint {
         g.shm_on = false;
         g.quiet.forget(g.dev.wait_fd());
         g.watching = false;
+        if let Some(timer) = g.ack_timer.take() {
+            ack_timer::forget(&timer);
+        }
         if let Some(shm) = &self.shm {
             self.shm_on.store(false, Ordering::Release);
             shm.close()?;
@@ -994,10 +1024,10 @@ impl Endpoint for RdmEndpoint {
             "efa",
             crate::core::log::Subsys::EpData,
             "endpoint {} closed; peers: {via_shm} through shm, {via_dev} through the device; \
-             transport: {:?}; ack timer woken {} times in this process",
+             transport: {:?}; ack timer run {} times in this process",
             g.dev.addr().straddr(),
             g.dev.stats(),
-            super::ack_timer::wakes()
+            ack_timer::rounds()
         );
         Ok(())
     }

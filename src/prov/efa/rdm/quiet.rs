@@ -84,12 +84,11 @@ impl Quiet {
         self.quiet.store(quiet, Ordering::Release);
     }
 
-    /// Whether the device needs nothing from the ack timer's service tick
-    /// (`ack_timer`): it is quiet and watched, so whatever it must attend to (an arrival, a
-    /// timer of its own, armed on its fd when it went quiet) makes the watcher raise `input`
-    /// first, and the watcher then wakes the ack timer (`ack_timer::service_needed`).
-    /// Sequentially consistent loads: the ack timer parks for good on this answer
-    /// (`ack_timer::run`).
+    /// Whether the device needs nothing from the ack timer (`ack_timer`): it is quiet and
+    /// watched, so whatever it must attend to (an arrival, a timer of its own, armed on its fd
+    /// when it went quiet) makes the watcher raise `input` first, and the watcher then fires
+    /// the endpoint's timer (`ack_timer::service_needed`). The thread sets no timer again on
+    /// this answer (`RdmEndpoint::on_ack_timer`).
     pub(super) fn needs_no_service(&self) -> bool {
         self.quiet.load(Ordering::SeqCst)
             && self.watched.load(Ordering::SeqCst)
@@ -109,6 +108,11 @@ impl Quiet {
         };
         self.input.store(false, Ordering::Release);
         w.watch(self, fd)
+    }
+
+    /// This endpoint's key with the watcher and with the ack timer (`ack_timer::register`).
+    pub(super) fn token(&self) -> u64 {
+        self.token
     }
 
     /// The endpoint closes: the watcher forgets it.
@@ -176,7 +180,7 @@ impl Watcher {
                     q.input.store(true, Ordering::SeqCst);
                     // The application may not look for a while: the ack timer services the
                     // device then, as it does any device left unattended.
-                    super::ack_timer::service_needed();
+                    super::ack_timer::service_needed(q.token);
                 }
             }
         }
