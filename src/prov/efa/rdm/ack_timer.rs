@@ -66,10 +66,12 @@ struct Registered {
 struct AckTimer {
     epoll: Epoll,
     eps: Mutex<HashMap<u64, Registered>>,
+    /// The process the thread runs in: a child forked since has the registry but no thread.
+    pid: u32,
 }
 
 /// Started with the first endpoint; None if the epoll set or the thread could not be had
-/// (then no endpoint keeps anything back: `register`).
+/// (then no endpoint keeps anything back: `register`, as in a child forked after it started).
 static TIMER: LazyLock<Option<AckTimer>> = LazyLock::new(|| {
     let epoll = Epoll::new().ok()?;
     std::thread::Builder::new()
@@ -79,6 +81,7 @@ static TIMER: LazyLock<Option<AckTimer>> = LazyLock::new(|| {
     Some(AckTimer {
         epoll,
         eps: Mutex::new(HashMap::new()),
+        pid: std::process::id(),
     })
 });
 
@@ -100,7 +103,7 @@ pub(super) fn rounds() -> u64 {
 /// None when there is no thread or no timer to be had: the endpoint must then keep nothing
 /// back.
 pub(super) fn register(token: u64, ep: Weak<RdmEndpoint>) -> Option<Arc<EndpointTimer>> {
-    let t = TIMER.as_ref()?;
+    let t = TIMER.as_ref().filter(|t| t.pid == std::process::id())?;
     let timer = Arc::new(EndpointTimer {
         fd: TimerFd::new().ok()?,
         token,
