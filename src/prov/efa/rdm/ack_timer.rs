@@ -20,10 +20,10 @@
 //! (unless the application is inside the library: its call ends with a flush), services the
 //! device once it has been left alone for `ep::UNATTENDED`, and sets the timer again
 //! (`RdmEndpoint::on_ack_timer`). While the application keeps calling the thread never
-//! runs. Ticking every 2 ms instead while anything was kept back, it preempted a
-//! busy-polling process 500 times a second: pinned 8-byte ping-pongs over SRD took 1.12x as
-//! long (medians of 8 interleaved runs), and tagged 1 MiB sends made ten times the context
-//! switches of 2.5.1's tcp. A device that is quiet and watched (`quiet`: local peers through
+//! runs. Ticking every 2 ms instead while anything was kept back (a ping-pong keeps an ack
+//! back at nearly every call), it ran 500 times a second and preempted a busy-polling process
+//! up to 600 times a second; tagged 1 MiB sends made ten times the context switches of
+//! 2.5.1's tcp. A device that is quiet and watched (`quiet`: local peers through
 //! shm, nothing pending) sets no timer: its watcher fires it when the device turns readable
 //! (`service_needed`). A program whose peers all go through shm never sees the thread run.
 
@@ -122,7 +122,7 @@ pub(super) fn register(token: u64, ep: Weak<RdmEndpoint>) -> Option<Arc<Endpoint
     Some(timer)
 }
 
-/// The endpoint closes: its timer leaves the epoll set as the last reference to it goes.
+/// The endpoint closes: its timer leaves the epoll set and the registry.
 pub(super) fn forget(timer: &EndpointTimer) {
     if let Some(t) = TIMER.as_ref() {
         t.epoll.remove(timer.fd.raw());

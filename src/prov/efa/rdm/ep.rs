@@ -742,6 +742,10 @@ impl RdmEndpoint {
         let after = if idle >= UNATTENDED {
             g.dev.service();
             ack_timer::SERVICE_TICK
+        } else if idle < ack_timer::TICK {
+            // Polled within a tick: its polls did not push the timer only because it was set
+            // far ahead (for the service, after a pause). A tick from now they push it again.
+            ack_timer::TICK
         } else {
             UNATTENDED - idle
         };
