@@ -211,6 +211,37 @@ mod tests {
         assert!(t.drain());
         assert_eq!(p.wait_tokens(&mut out, 0), 0, "read");
     }
+
+    #[test]
+    fn a_timer_set_for_a_moment_of_the_monotonic_clock() {
+        let t = TimerFd::new().unwrap();
+        let p = Epoll::new().unwrap();
+        p.add_token(t.raw(), 6).unwrap();
+        let mut out = [0u64; 4];
+        let now = crate::sys::os::monotonic_ns();
+        t.arm_at(now + 60_000_000_000);
+        assert_eq!(p.wait_tokens(&mut out, 0), 0, "a minute ahead");
+        t.arm_at(now + 5_000_000);
+        assert_eq!(p.wait_tokens(&mut out, 1000), 1, "5 ms ahead");
+        assert!(crate::sys::os::monotonic_ns() >= now + 5_000_000);
+        assert!(t.drain());
+        t.arm_at(now);
+        assert_eq!(
+            p.wait_tokens(&mut out, 1000),
+            1,
+            "a moment past is due at once"
+        );
+        // Disarmed before its expiry was read: nothing is left to read.
+        t.disarm();
+        assert_eq!(p.wait_tokens(&mut out, 0), 0);
+        assert!(!t.drain());
+        t.arm_at(0);
+        assert_eq!(
+            p.wait_tokens(&mut out, 1000),
+            1,
+            "zero counts as a moment past"
+        );
+    }
 }
 
 /// A timerfd (timerfd_create(2)): readable once its deadline passes.
@@ -235,37 +266,30 @@ impl TimerFd {
 
     /// Arms the timer `ns` nanoseconds from now (at least 1 ns); `None` disarms it.
     pub fn set(&self, ns: Option<u64>) {
-        let mut v: libc::itimerspec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-        };
-        if let Some(ns) = ns {
-            let ns = ns.max(1);
-            v.it_value = libc::timespec {
-                tv_sec: (ns / 1_000_000_000) as i64,
-                tv_nsec: (ns % 1_000_000_000) as i64,
-            };
-        }
-        // Drain a past expiry so that the fd reflects the new deadline only.
-        let mut buf = 0u64;
-        // SAFETY: reads at most 8 bytes into a u64 from our own nonblocking timerfd, then sets
-        // the timer from a valid itimerspec.
-        unsafe {
-            libc::read(self.0.as_raw_fd(), (&mut buf as *mut u64).cast(), 8);
-            libc::timerfd_settime(self.0.as_raw_fd(), 0, &v, core::ptr::null_mut());
+        match ns {
+            Some(ns) => self.arm(ns),
+            None => self.settime(0, 0),
         }
     }
 
     /// Due `ns` nanoseconds from now (0 counts as 1: due at once), in one system call: setting
     /// a timer discards an expiry not yet read (timerfd_settime(2) restarts its count).
     pub fn arm(&self, ns: u64) {
-        let ns = ns.max(1);
+        self.settime(0, ns.max(1));
+    }
+
+    /// Due when `CLOCK_MONOTONIC` reads `deadline_ns` (`sys::os::monotonic_ns`); a deadline
+    /// already past is due at once.
+    pub fn arm_at(&self, deadline_ns: u64) {
+        self.settime(libc::TFD_TIMER_ABSTIME, deadline_ns.max(1));
+    }
+
+    pub fn disarm(&self) {
+        self.settime(0, 0);
+    }
+
+    /// timerfd_settime(2) with no interval; a zero `ns` disarms.
+    fn settime(&self, flags: libc::c_int, ns: u64) {
         let v = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
@@ -277,7 +301,7 @@ impl TimerFd {
             },
         };
         // SAFETY: sets our own timerfd from a valid itimerspec; no old value is asked for.
-        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &v, core::ptr::null_mut()) };
+        unsafe { libc::timerfd_settime(self.0.as_raw_fd(), flags, &v, core::ptr::null_mut()) };
     }
 
     /// Reads an expiry (the fd is no longer readable until the next); whether there was one.
