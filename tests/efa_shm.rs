@@ -219,6 +219,24 @@ fn the_ack_timer_stays_parked_for_a_quiet_device_and_wakes_for_an_arrival() {
     assert!(b.wait());
 }
 
+/// Runs `step` over and over for `ms`: how many times, and how many runs of the ack timer's
+/// thread (or settings of its timer) gaps of this process excuse: a gap of half a tick or more
+/// between steps may let the timer fire, and again every tick while it lasts.
+fn repeat_for(ms: u64, mut step: impl FnMut()) -> (u64, u64) {
+    let (start, mut last) = (Instant::now(), Instant::now());
+    let (mut steps, mut excused) = (0u64, 0u64);
+    while start.elapsed() < Duration::from_millis(ms) {
+        step();
+        steps += 1;
+        let gap = last.elapsed();
+        if gap >= Duration::from_millis(1) {
+            excused += 2 * (1 + gap.as_millis() as u64 / 2);
+        }
+        last = Instant::now();
+    }
+    (steps, excused)
+}
+
 /// While the applications keep calling, the ack timer's thread does not run (`rdm::ack_timer`):
 /// each call pushes its endpoint's timer back, and the thread runs only when an application
 /// stops calling (`acks_leave_even_when_the_receiver_stops_calling` and the others after it
@@ -247,23 +265,11 @@ fn the_ack_timer_does_not_run_while_the_applications_keep_calling() {
             assert_eq!(wait_ok(to, from).op_context, 1);
             assert_eq!(wait_ok(from, to).op_context, 2);
         };
-        // Round trips for `ms`; how many, and how many times the thread may have run because
-        // this process was not running (a gap of half a tick or more between round trips may
-        // let each endpoint's timer fire, and again every tick while it lasts).
         let ping_pong = |ms: u64| {
-            let (start, mut last) = (Instant::now(), Instant::now());
-            let (mut rounds, mut excused) = (0u64, 0u64);
-            while start.elapsed() < Duration::from_millis(ms) {
+            repeat_for(ms, || {
                 hop(&a, &b, ab);
                 hop(&b, &a, ba);
-                rounds += 1;
-                let gap = last.elapsed();
-                if gap >= Duration::from_millis(1) {
-                    excused += 2 * (1 + gap.as_millis() as u64 / 2);
-                }
-                last = Instant::now();
-            }
-            (rounds, excused)
+            })
         };
         ping_pong(50);
         let before = RdmEndpoint::ack_timer_rounds();
@@ -279,6 +285,92 @@ fn the_ack_timer_does_not_run_while_the_applications_keep_calling() {
         return;
     }
     let mut p = Peer::spawn(TEST, "pingpong", &[]);
+    assert_eq!(p.line(), "done");
+    assert!(p.wait());
+}
+
+/// Many endpoints called in turn set the ack timer no more often than one does: a process has
+/// one timer, due at the earliest of its endpoints' deadlines, and a call moves it only when
+/// that deadline was its own and is near. With a timer per endpoint, each pushed its own back
+/// once a millisecond while called: `bench/many_peers` (65 endpoints) made 1.5
+/// `timerfd_settime` calls a message and ran 1.2× as long. Its traffic here, smaller: a
+/// sender sends 8-byte messages to 16 receivers in turn, and every receiver's CQ is read
+/// between sends. In a process of its own.
+#[test]
+fn the_ack_timer_is_set_no_more_often_for_many_endpoints_than_for_one() {
+    const TEST: &str = "the_ack_timer_is_set_no_more_often_for_many_endpoints_than_for_one";
+    const SINKS: usize = 16;
+    if role().as_deref() == Some("sinks") {
+        let no_shm = |ep: &dyn fabric::util::Endpoint| {
+            ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+                .unwrap()
+        };
+        let sender = lo_node(CAPS, no_shm);
+        let sinks: Vec<(Node, u64)> = (0..SINKS)
+            .map(|_| {
+                let sink = lo_node(CAPS, no_shm);
+                let addr = sender.insert_hex(&sink.name_hex());
+                (sink, addr)
+            })
+            .collect();
+        let (_, sv) = buf(8);
+        let (_, dv) = buf(8);
+        for (sink, _) in &sinks {
+            sink.ep
+                .recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 1, 0), false)
+                .unwrap();
+        }
+        // One send to each receiver in turn, waited for while every CQ is read.
+        let mut next = 0;
+        let mut traffic = |ms: u64| {
+            repeat_for(ms, || {
+                let (sink, addr) = &sinks[next % SINKS];
+                next += 1;
+                sender
+                    .retry(|| sender.ep.send(&msg(&[sv], *addr, 0, 2, 0), false))
+                    .unwrap();
+                let (mut sent_done, mut arrived) = (false, false);
+                while !(sent_done && arrived) {
+                    sent_done |= sender.cq.read(1, |e| assert_eq!(e.op_context, 2)).is_ok();
+                    for (other, _) in &sinks {
+                        if other.cq.read(1, |e| assert_eq!(e.op_context, 1)).is_ok() {
+                            assert!(std::ptr::eq(other, sink), "arrived at another receiver");
+                            arrived = true;
+                            other
+                                .ep
+                                .recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 1, 0), false)
+                                .unwrap();
+                        }
+                    }
+                }
+            })
+        };
+        traffic(50);
+        let (arms, ran) = (
+            RdmEndpoint::ack_timer_arms(),
+            RdmEndpoint::ack_timer_rounds(),
+        );
+        let (sent, excused) = traffic(300);
+        let arms = RdmEndpoint::ack_timer_arms() - arms;
+        let ran = RdmEndpoint::ack_timer_rounds() - ran;
+        assert!(sent > 1000, "{sent} messages in 300 ms");
+        assert!(
+            ran <= excused + 2,
+            "the ack timer's thread ran {ran} times in 300 ms of calls ({excused} runs \
+             excused by gaps of this process)"
+        );
+        // Each call that pushes the process's deadline moves it about a millisecond: a
+        // setting a millisecond, and a little more, as the receivers' calls lag the sender's.
+        // A timer for each endpoint was set 17 times a millisecond.
+        assert!(
+            arms <= 600 + excused,
+            "the ack timer was set {arms} times in 300 ms ({sent} messages to {SINKS} \
+             receivers in turn, {excused} settings excused by gaps of this process)"
+        );
+        child_say("done");
+        return;
+    }
+    let mut p = Peer::spawn(TEST, "sinks", &[]);
     assert_eq!(p.line(), "done");
     assert!(p.wait());
 }

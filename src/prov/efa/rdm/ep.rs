@@ -433,19 +433,17 @@ impl Drop for Locked<'_> {
             }
             return;
         };
-        // The timer must be due within `TICK` of this call if anything is kept back, and a
-        // device attended to by the ack timer (not quiet and watched) must have it pending.
-        // The clock as this call's poll read it (older if it only posted: the timer is then
-        // set a little early, at worst); a poll pushes the timer back once it is due within
-        // half a tick: a system call a millisecond at most while the application calls, and
-        // the thread never runs.
-        let (t, tick) = (g.dev_polled, ack_timer::TICK.as_nanos() as u64);
-        if left_quiet
-            || (held && g.timer_due > t.saturating_add(tick))
-            || (polled && !unserviced && t.saturating_add(tick / 2) > g.timer_due)
-        {
-            timer.arm(ack_timer::TICK);
-            g.timer_due = t.saturating_add(tick);
+        // The thread must take the endpoint within `TICK` of this call if anything is kept
+        // back, and a device attended to by the ack timer (not quiet and watched) must have a
+        // deadline. A call that polled pushes the deadline to a tick after its poll (an
+        // atomic store: `EndpointTimer::set_due`). One that only posted has an older clock:
+        // it reads the clock only when it must pull a far deadline in.
+        let tick = ack_timer::TICK.as_nanos() as u64;
+        if polled && !unserviced {
+            timer.set_due(g.dev_polled.saturating_add(tick), g.dev_polled);
+        } else if (held || left_quiet) && timer.due() > g.dev_polled.saturating_add(tick) {
+            let now = crate::sys::os::monotonic_ns();
+            timer.set_due(now.saturating_add(tick), now);
         }
     }
 }
@@ -466,9 +464,6 @@ pub(super) struct Inner {
     /// The ack timer's timer for this endpoint (`ack_timer::register`, when enabled); without
     /// it nothing is kept back.
     ack_timer: Option<Arc<EndpointTimer>>,
-    /// When that timer is due at the latest, in `sys::os::monotonic_ns` (`u64::MAX`: not set,
-    /// as the thread leaves it for a closed or quiet, watched endpoint).
-    timer_due: u64,
     pub mtu: usize,
     /// What a peer whose handshake names no size receives (`Device::plain_mtu`).
     pub plain_pkt: usize,
@@ -660,7 +655,6 @@ impl RdmEndpoint {
                 rdma_target,
                 rdma_waiting: VecDeque::new(),
                 ack_timer: None,
-                timer_due: u64::MAX,
                 mtu,
                 plain_pkt,
                 knobs,
@@ -720,37 +714,36 @@ impl RdmEndpoint {
     /// arrivals acknowledged into posted buffers or refused with RNR, retransmissions sent);
     /// and sets the timer again while the endpoint needs it.
     pub(super) fn on_ack_timer(&self, timer: &EndpointTimer) {
+        let now = crate::sys::os::monotonic_ns();
         let Some(mut g) = self.try_inner() else {
-            // The application is inside: its call ends with a flush and sets the timer, unless
-            // it only posts. Look again in a tick.
-            timer.arm(ack_timer::TICK);
+            // The application is inside: its call ends with a flush and sets the deadline,
+            // unless it only posts. Look again in a tick.
+            timer.set_due_in_round(now.saturating_add(ack_timer::TICK.as_nanos() as u64));
             return;
         };
         let g = &mut *g;
         if !g.enabled {
-            g.timer_due = u64::MAX;
+            timer.set_due_in_round(u64::MAX);
             return;
         }
         g.dev.flush_all();
         if !self.needs_service() {
             // Quiet and watched: the watcher, or the call that ends quiet, sets it again.
-            g.timer_due = u64::MAX;
+            timer.set_due_in_round(u64::MAX);
             return;
         }
-        let now = crate::sys::os::monotonic_ns();
         let idle = Duration::from_nanos(now.saturating_sub(g.dev_polled));
         let after = if idle >= UNATTENDED {
             g.dev.service();
             ack_timer::SERVICE_TICK
         } else if idle < ack_timer::TICK {
-            // Polled within a tick: its polls did not push the timer only because it was set
-            // far ahead (for the service, after a pause). A tick from now they push it again.
+            // Taken early (the round gathers the deadlines due soon) or polled since the
+            // round began: its next polls push the deadline from a tick after now.
             ack_timer::TICK
         } else {
             UNATTENDED - idle
         };
-        timer.arm(after);
-        g.timer_due = now.saturating_add(after.as_nanos() as u64);
+        timer.set_due_in_round(now.saturating_add(after.as_nanos() as u64));
     }
 
     /// The endpoint's state unless the application holds it (then its call ends with a
@@ -778,6 +771,13 @@ impl RdmEndpoint {
     #[doc(hidden)]
     pub fn ack_timer_rounds() -> u64 {
         super::ack_timer::rounds()
+    }
+
+    /// Times the ack timer was set in this process so far (`ack_timer::arms`, a system call
+    /// each): tests check that this does not grow with the endpoints an application polls.
+    #[doc(hidden)]
+    pub fn ack_timer_arms() -> u64 {
+        super::ack_timer::arms()
     }
 
     /// Uses at most this of the device's RDMA (before `fi_enable`): tests model a device
@@ -924,7 +924,6 @@ impl Endpoint for RdmEndpoint {
         self.live.store(true, Ordering::Release);
         if g.ack_timer.is_none() {
             g.ack_timer = ack_timer::register(g.quiet.token(), self.me.clone());
-            g.timer_due = 0;
         }
         self.progress_locked(&mut g);
         Ok(())
