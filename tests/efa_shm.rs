@@ -374,3 +374,76 @@ fn the_ack_timer_is_set_no_more_often_for_many_endpoints_than_for_one() {
     assert_eq!(p.line(), "done");
     assert!(p.wait());
 }
+
+/// A child forked after the watcher of quiet devices started has the watcher's registry but
+/// not its thread: a device it left quiet must be looked at on its own schedule
+/// (`QUIET_POLL_PERIOD`), not left to a watcher that does not run there. In a process of its
+/// own, which starts the watcher and then forks; the forked child opens a receiver (local
+/// peers through shm, so its device goes quiet) and a sender that must use the device, and
+/// waits up to 5 s for the message. Before the fix the receiver never looked at its device.
+#[test]
+fn a_forked_child_still_sees_arrivals_on_a_quiet_device() {
+    const TEST: &str = "a_forked_child_still_sees_arrivals_on_a_quiet_device";
+    let quiet_state = |n: &Node| {
+        n.ep.as_any()
+            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+            .expect("an efa RDM endpoint")
+            .device_quiet_state()
+    };
+    if role().as_deref() == Some("forks") {
+        // The watcher starts with the first quiet device that has a wait fd.
+        let a = lo_node(CAPS, |_| ());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while quiet_state(&a) != (true, true) {
+            a.cq.progress();
+            assert!(Instant::now() < deadline, "never quiet and watched");
+        }
+        // SAFETY: the forked child runs only this test's code and ends with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let got = std::panic::catch_unwind(|| {
+                let b = lo_node(CAPS, |_| ());
+                let c = lo_node(CAPS, |ep| {
+                    ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+                        .unwrap()
+                });
+                let cb = c.insert_hex(&b.name_hex());
+                let (d, dv) = buf(64);
+                b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 90, 0), false)
+                    .unwrap();
+                let t = Instant::now();
+                while !quiet_state(&b).0 {
+                    b.cq.progress();
+                    assert!(t.elapsed() < Duration::from_secs(5), "never quiet");
+                }
+                let (s, sv) = buf(64);
+                s.copy_from_slice(&pattern(64, 52));
+                c.retry(|| c.ep.send(&msg(&[sv], cb, 0, 91, 0), false))
+                    .unwrap();
+                let t = Instant::now();
+                let mut got = None;
+                while got.is_none() && t.elapsed() < Duration::from_secs(5) {
+                    c.cq.progress();
+                    let _ = b.cq.read(1, |e| got = Some(*e));
+                }
+                got.is_some_and(|e| e.op_context == 90 && d == &pattern(64, 52)[..])
+            });
+            // SAFETY: ends the forked child without running the parent's exit handlers.
+            unsafe { libc::_exit(if matches!(got, Ok(true)) { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above; `status` is a valid out-pointer.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the forked child's receiver did not get the message through its quiet device \
+             (status {status:#x})"
+        );
+        child_say("done");
+        return;
+    }
+    let mut p = Peer::spawn(TEST, "forks", &[]);
+    assert_eq!(p.line(), "done");
+    assert!(p.wait());
+}

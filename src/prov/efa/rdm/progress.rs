@@ -655,11 +655,17 @@ impl RdmEndpoint {
 
 impl RdmEndpoint {
     /// Progress: shm's by `shm_step`, then the device's unless it is left alone (`Quiet`).
+    /// `hinted`: the idle hint has just let this call through (it counted the poll).
     #[inline(always)]
-    fn progress_with(&self, shm_step: impl FnOnce(&ShmEndpoint)) {
+    fn progress_with(&self, shm_step: impl FnOnce(&ShmEndpoint), hinted: bool) {
         if let Some(shm) = self.shm() {
             shm_step(shm);
-            if self.quiet.skip() {
+            let skip = if hinted {
+                self.quiet.skip_again()
+            } else {
+                self.quiet.skip()
+            };
+            if skip {
                 return;
             }
         }
@@ -683,14 +689,14 @@ impl RdmEndpoint {
 
 impl Progress for RdmEndpoint {
     fn progress(&self) {
-        self.progress_with(|shm| shm.progress());
+        self.progress_with(|shm| shm.progress(), false);
     }
 
     /// Our idle hint (`Quiet`) has just said there is work, and most often it is shm's: shm
     /// is progressed without asking its own hint again (a fifth of what progress cost here,
     /// in an 8-byte ping-pong through shm).
     fn progress_busy(&self) {
-        self.progress_with(|shm| shm.progress_busy());
+        self.progress_with(|shm| shm.progress_busy(), true);
     }
 
     fn idle_hint(&self) -> Option<Arc<dyn Idle>> {

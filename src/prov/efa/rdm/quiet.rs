@@ -78,6 +78,23 @@ impl Quiet {
         !n.is_multiple_of(QUIET_SKIPS)
     }
 
+    /// `skip`'s last answer again, without counting another poll: for a progress call that
+    /// the idle hint (`Idle::idle`, which asked `skip`) has just let through. Asking `skip`
+    /// again there counted two polls for one, so an unwatched device's every eighth poll, the
+    /// one let through, was always the second count: it was never looked at.
+    pub(super) fn skip_again(&self) -> bool {
+        if !self.quiet.load(Ordering::Acquire) {
+            return false;
+        }
+        if self.watched.load(Ordering::Relaxed) {
+            return !self.input.load(Ordering::Acquire);
+        }
+        !self
+            .skipped
+            .load(Ordering::Relaxed)
+            .is_multiple_of(QUIET_SKIPS)
+    }
+
     /// Published by the lock holder as it releases the lock.
     pub(super) fn publish(&self, quiet: bool, watched: bool) {
         self.watched.store(watched, Ordering::Relaxed);
@@ -101,9 +118,12 @@ impl Quiet {
         self.input.swap(false, Ordering::AcqRel)
     }
 
-    /// Has the watcher watch `fd` (the device's wait fd) once; false when it cannot.
+    /// Has the watcher watch `fd` (the device's wait fd) once; false when it cannot, as in a
+    /// child forked after it started (it has the registry, not the thread). Asked as the
+    /// device goes quiet, not per poll: getpid(2) is a system call.
     pub(super) fn watch(self: &Arc<Self>, fd: Option<RawFd>) -> bool {
-        let (Some(fd), Some(w)) = (fd, WATCHER.as_ref()) else {
+        let (Some(fd), Some(w)) = (fd, WATCHER.as_ref().filter(|w| w.pid == std::process::id()))
+        else {
             return false;
         };
         self.input.store(false, Ordering::Release);
@@ -133,6 +153,8 @@ impl Idle for Quiet {
 struct Watcher {
     epoll: Epoll,
     eps: Mutex<HashMap<u64, Weak<Quiet>>>,
+    /// The process the thread runs in.
+    pid: u32,
 }
 
 /// Started with the first watch; None if the epoll set or the thread could not be had.
@@ -140,6 +162,7 @@ static WATCHER: LazyLock<Option<Arc<Watcher>>> = LazyLock::new(|| {
     let w = Arc::new(Watcher {
         epoll: Epoll::new().ok()?,
         eps: Mutex::new(HashMap::new()),
+        pid: std::process::id(),
     });
     let run = w.clone();
     std::thread::Builder::new()
