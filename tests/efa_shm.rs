@@ -166,12 +166,7 @@ fn the_ack_timer_stays_parked_for_a_quiet_device_and_wakes_for_an_arrival() {
             .unwrap();
         // b polls as a program waiting on shm does, until its device is quiet and watched and
         // the thread has stopped: no round of it in 50 ms of polling.
-        let quiet = || {
-            b.ep.as_any()
-                .and_then(|e| e.downcast_ref::<RdmEndpoint>())
-                .expect("an efa RDM endpoint")
-                .device_quiet_state()
-        };
+        let quiet = || quiet_state(&b);
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let before = RdmEndpoint::ack_timer_rounds();
@@ -199,10 +194,7 @@ fn the_ack_timer_stays_parked_for_a_quiet_device_and_wakes_for_an_arrival() {
         return;
     }
     let mut b = Peer::spawn(TEST, "quiet", &[]);
-    let c = lo_node(CAPS, |ep| {
-        ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
-            .unwrap()
-    });
+    let c = lo_node(CAPS, without_shm);
     let cb = c.insert_hex(&b.line());
     for (ctx, seed) in [(81, 50u8), (83, 51)] {
         if ctx == 83 {
@@ -217,6 +209,20 @@ fn the_ack_timer_stays_parked_for_a_quiet_device_and_wakes_for_an_arrival() {
     b.send_line("sent");
     assert_eq!(b.line(), "done");
     assert!(b.wait());
+}
+
+/// Configures an endpoint to reach local peers over its device, not through shm.
+fn without_shm(ep: &dyn fabric::util::Endpoint) {
+    ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
+        .unwrap()
+}
+
+/// Whether a node's device is quiet, and whether a watcher watches it.
+fn quiet_state(n: &Node) -> (bool, bool) {
+    n.ep.as_any()
+        .and_then(|e| e.downcast_ref::<RdmEndpoint>())
+        .expect("an efa RDM endpoint")
+        .device_quiet_state()
 }
 
 /// Runs `step` over and over for `ms`: how many times, and how many runs of the ack timer's
@@ -248,11 +254,7 @@ fn repeat_for(ms: u64, mut step: impl FnMut()) -> (u64, u64) {
 fn the_ack_timer_does_not_run_while_the_applications_keep_calling() {
     const TEST: &str = "the_ack_timer_does_not_run_while_the_applications_keep_calling";
     if role().as_deref() == Some("pingpong") {
-        let no_shm = |ep: &dyn fabric::util::Endpoint| {
-            ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
-                .unwrap()
-        };
-        let (a, b) = (lo_node(CAPS, no_shm), lo_node(CAPS, no_shm));
+        let (a, b) = (lo_node(CAPS, without_shm), lo_node(CAPS, without_shm));
         let ab = a.insert_hex(&b.name_hex());
         let ba = b.insert_hex(&a.name_hex());
         let (_, sv) = buf(8);
@@ -301,14 +303,10 @@ fn the_ack_timer_is_set_no_more_often_for_many_endpoints_than_for_one() {
     const TEST: &str = "the_ack_timer_is_set_no_more_often_for_many_endpoints_than_for_one";
     const SINKS: usize = 16;
     if role().as_deref() == Some("sinks") {
-        let no_shm = |ep: &dyn fabric::util::Endpoint| {
-            ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
-                .unwrap()
-        };
-        let sender = lo_node(CAPS, no_shm);
+        let sender = lo_node(CAPS, without_shm);
         let sinks: Vec<(Node, u64)> = (0..SINKS)
             .map(|_| {
-                let sink = lo_node(CAPS, no_shm);
+                let sink = lo_node(CAPS, without_shm);
                 let addr = sender.insert_hex(&sink.name_hex());
                 (sink, addr)
             })
@@ -384,12 +382,6 @@ fn the_ack_timer_is_set_no_more_often_for_many_endpoints_than_for_one() {
 #[test]
 fn a_forked_child_still_sees_arrivals_on_a_quiet_device() {
     const TEST: &str = "a_forked_child_still_sees_arrivals_on_a_quiet_device";
-    let quiet_state = |n: &Node| {
-        n.ep.as_any()
-            .and_then(|e| e.downcast_ref::<RdmEndpoint>())
-            .expect("an efa RDM endpoint")
-            .device_quiet_state()
-    };
     if role().as_deref() == Some("forks") {
         // The watcher starts with the first quiet device that has a wait fd.
         let a = lo_node(CAPS, |_| ());
@@ -404,10 +396,7 @@ fn a_forked_child_still_sees_arrivals_on_a_quiet_device() {
         if pid == 0 {
             let got = std::panic::catch_unwind(|| {
                 let b = lo_node(CAPS, |_| ());
-                let c = lo_node(CAPS, |ep| {
-                    ep.setopt(FI_OPT_ENDPOINT, FI_OPT_SHARED_MEMORY_PERMITTED, &[0])
-                        .unwrap()
-                });
+                let c = lo_node(CAPS, without_shm);
                 let cb = c.insert_hex(&b.name_hex());
                 let (d, dv) = buf(64);
                 b.ep.recv(&msg(&[dv], FI_ADDR_UNSPEC, 0, 90, 0), false)
