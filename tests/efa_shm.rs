@@ -378,7 +378,10 @@ fn the_ack_timer_is_set_no_more_often_for_many_endpoints_than_for_one() {
 /// (`QUIET_POLL_PERIOD`), not left to a watcher that does not run there. In a process of its
 /// own, which starts the watcher and then forks; the forked child opens a receiver (local
 /// peers through shm, so its device goes quiet) and a sender that must use the device, and
-/// waits up to 5 s for the message. Before the fix the receiver never looked at its device.
+/// waits up to 5 s for the message. It guards two faults, each of which left the receiver's
+/// device unread for good: a poll counted twice, so that the one let through in eight never
+/// reached the device (`Quiet::skip_again`), and a device counted as watched by the parent's
+/// thread, which ignores the child's token (the watcher's pid check).
 #[test]
 fn a_forked_child_still_sees_arrivals_on_a_quiet_device() {
     const TEST: &str = "a_forked_child_still_sees_arrivals_on_a_quiet_device";
