@@ -12,7 +12,7 @@ use crate::abi::consts::*;
 use crate::core::{Errno, Result};
 use crate::prov::efa::device::{EfaAddr, HEADROOM, fragment};
 use crate::prov::shm::Pending;
-use crate::sys::mem::{IoVec, iov_len, parts_len, scatter, scatter_parts};
+use crate::sys::mem::{IoVec, copy_slice, iov_len, parts_len, scatter, scatter_parts};
 use crate::util::Progress;
 use crate::util::cq::{CqEntry, CqErrEntry};
 use crate::util::ep::MsgOp;
@@ -359,7 +359,7 @@ impl RdmEndpoint {
                 if off + n <= r.staging.len() {
                     let mut at = off;
                     for part in data {
-                        r.staging[at..at + part.len()].copy_from_slice(part);
+                        copy_slice(&mut r.staging[at..at + part.len()], part);
                         at += part.len();
                     }
                 }
