@@ -5,9 +5,14 @@
  * size), then waits for their completions and for a 4-byte answer; the server posts a window
  * of receives into one buffer, waits for the window's messages (checking each one's tag and
  * length, and with -v the bytes), then answers. The clock runs from the end of the -w warm-up
- * messages to the last answer (the client prints).
+ * messages to the last answer (the client prints). Not in fabtests: -O puts the receive buffer
+ * that many bytes further (both buffers otherwise start pages), as an application's buffers lie
+ * at any offset from each other.
  */
 #include "common.h"
+
+/* -O: bytes by which the receive buffer is moved (less than a page); where it starts without. */
+static size_t rx_offset, rx_start;
 
 /*
  * Data messages carry the tag TAG + their number within the size, matched exactly (no ignore
@@ -24,7 +29,7 @@ static void run_size(size_t size, int first)
 	 * size): every message of a window uses the same one, as in fabtests. The answers use the
 	 * second half of the control bytes (ft_sync_inband the first). */
 	size_t rx_len = size > 1024 ? size : 1024;
-	uint8_t *tx = ft_buf, *rx = ft_buf + ft_buf_size / 2;
+	uint8_t *tx = ft_buf, *rx = ft_buf + rx_start + rx_offset;
 	uint8_t *ack = ft_buf + ft_buf_size + FT_CTRL_SIZE / 2;
 	/* fabtests asks the endpoint's message inject size (FI_OPT_INJECT_MSG_SIZE, also for
 	 * tagged messages) and injects up to it, with -v too. */
@@ -88,14 +93,23 @@ static void run_size(size_t size, int first)
 
 static size_t buf_size(size_t max)
 {
-	return 2 * (max > 1024 ? max : 1024);
+	/* The send buffer, the receive buffer, and room for -O past it. */
+	rx_start = max > 1024 ? max : 1024;
+	return 2 * rx_start + 4096;
+}
+
+static void own_option(int c, const char *arg)
+{
+	if (c != 'O' || atol(arg) < 0 || atol(arg) >= 4096)
+		FT_DIE("-O takes 0 to 4095 bytes");
+	rx_offset = (size_t)atol(arg);
 }
 
 static void usage(void)
 {
 	fprintf(stderr, "usage: rdm_tagged_bw [-p prov] [-d domain] [-s src] [-e rdm] [-S size|all] "
 			"[-I iters] [-w warmup] [-W window] [-j inject] [-B port] [-P port] [-E] [-v] "
-			"[server]\n");
+			"[-O rx offset] [server]\n");
 	exit(2);
 }
 
@@ -104,7 +118,7 @@ int main(int argc, char **argv)
 	static const size_t defaults[] = { 64, 256, 1 << 10, 4 << 10, 64 << 10, 1 << 20 };
 
 	ft_prog = "rdm_tagged_bw";
-	ft_parse(argc, argv, "", NULL, usage);
+	ft_parse(argc, argv, "O:", own_option, usage);
 	ft_run_sizes(FI_MSG | FI_TAGGED, buf_size, defaults,
 		     sizeof(defaults) / sizeof(defaults[0]), "tagged", run_size);
 	return 0;
