@@ -111,6 +111,24 @@ fn call(pid: i32, l: &[libc::iovec], r: &[libc::iovec], write: bool) -> isize {
     }
 }
 
+/// [`call`] judged: the bytes moved, `None` if interrupted (to be called again), an error if it
+/// failed or moved nothing (a fault).
+fn call_checked(
+    pid: i32,
+    l: &[libc::iovec],
+    r: &[libc::iovec],
+    write: bool,
+) -> Result<Option<usize>> {
+    match call(pid, l, r, write) {
+        n if n > 0 => Ok(Some(n as usize)),
+        0 => Err(Errno::FAULT),
+        _ => match Errno::last_os() {
+            e if e.0 == libc::EINTR => Ok(None),
+            e => Err(e),
+        },
+    }
+}
+
 /// The parts of a transfer over which both sides are contiguous: (our address, theirs, bytes).
 fn parts(l: &[libc::iovec], r: &[libc::iovec]) -> impl Iterator<Item = (usize, usize, usize)> {
     let (mut li, mut ri, mut lo, mut ro) = (0, 0, 0, 0);
@@ -182,18 +200,9 @@ fn move_part(pid: i32, ours: usize, theirs: usize, n: usize, write: bool) -> Res
                 iov_base: t as *mut libc::c_void,
                 iov_len: len,
             }];
-            let got = call(pid, &l, &r, write);
-            if got < 0 {
-                let e = Errno::last_os();
-                if e.0 == libc::EINTR {
-                    continue;
-                }
-                return Err(e);
-            }
-            if got == 0 {
-                return Err(Errno::FAULT);
-            }
-            let got = got as usize;
+            let Some(got) = call_checked(pid, &l, &r, write)? else {
+                continue;
+            };
             if detour && !write {
                 // SAFETY: as above, the other way: `got <= len` bytes read into the scratch.
                 unsafe { copy_bytes(local as *const u8, o as *mut u8, got) };
@@ -233,18 +242,9 @@ fn transfer(
             }
             return Ok(());
         }
-        let n = call(pid, &l, &r, write);
-        if n < 0 {
-            let e = Errno::last_os();
-            if e.0 == libc::EINTR {
-                continue;
-            }
-            return Err(e);
+        if let Some(n) = call_checked(pid, &l, &r, write)? {
+            done += n;
         }
-        if n == 0 {
-            return Err(Errno::FAULT);
-        }
-        done += n as usize;
     }
     Ok(())
 }
