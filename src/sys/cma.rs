@@ -85,29 +85,23 @@ fn no_process(pid: i32) -> Result<()> {
 
 /// One process_vm_writev (`write`) or process_vm_readv call: the bytes moved, or -1 (errno).
 fn call(pid: i32, l: &[libc::iovec], r: &[libc::iovec], write: bool) -> isize {
+    let f = if write {
+        libc::process_vm_writev
+    } else {
+        libc::process_vm_readv
+    };
     // SAFETY: `l` names memory of this process valid for the operation (the callers' IoVec
     // contract, or this thread's scratch buffer) and `r` another process's memory, which the
     // kernel checks; both arrays live across the call.
     unsafe {
-        if write {
-            libc::process_vm_writev(
-                pid,
-                l.as_ptr(),
-                l.len() as u64,
-                r.as_ptr(),
-                r.len() as u64,
-                0,
-            )
-        } else {
-            libc::process_vm_readv(
-                pid,
-                l.as_ptr(),
-                l.len() as u64,
-                r.as_ptr(),
-                r.len() as u64,
-                0,
-            )
-        }
+        f(
+            pid,
+            l.as_ptr(),
+            l.len() as u64,
+            r.as_ptr(),
+            r.len() as u64,
+            0,
+        )
     }
 }
 

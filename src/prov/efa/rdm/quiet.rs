@@ -66,33 +66,35 @@ impl Quiet {
     }
 
     /// Whether this poll may leave the device alone.
+    #[inline(always)]
     pub(super) fn skip(&self) -> bool {
-        if !self.quiet.load(Ordering::Acquire) {
-            return false;
-        }
-        if self.watched.load(Ordering::Relaxed) {
-            return !self.input.load(Ordering::Acquire);
-        }
-        let n = self.skipped.load(Ordering::Relaxed).wrapping_add(1);
-        self.skipped.store(n, Ordering::Relaxed);
-        !n.is_multiple_of(QUIET_SKIPS)
+        self.answer(true)
     }
 
     /// `skip`'s last answer again, without counting another poll: for a progress call that
     /// the idle hint (`Idle::idle`, which asked `skip`) has just let through. Asking `skip`
     /// again there counted two polls for one, so an unwatched device's every eighth poll, the
     /// one let through, was always the second count: it was never looked at.
+    #[inline(always)]
     pub(super) fn skip_again(&self) -> bool {
+        self.answer(false)
+    }
+
+    /// `skip`, counting this poll against an unwatched device (`count`) or not.
+    #[inline(always)]
+    fn answer(&self, count: bool) -> bool {
         if !self.quiet.load(Ordering::Acquire) {
             return false;
         }
         if self.watched.load(Ordering::Relaxed) {
             return !self.input.load(Ordering::Acquire);
         }
-        !self
-            .skipped
-            .load(Ordering::Relaxed)
-            .is_multiple_of(QUIET_SKIPS)
+        let mut n = self.skipped.load(Ordering::Relaxed);
+        if count {
+            n = n.wrapping_add(1);
+            self.skipped.store(n, Ordering::Relaxed);
+        }
+        !n.is_multiple_of(QUIET_SKIPS)
     }
 
     /// Published by the lock holder as it releases the lock.
